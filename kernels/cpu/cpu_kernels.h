@@ -1,0 +1,37 @@
+// Why: the CPU implementations of every op in ops.h, as free functions so each
+// can live in its own file and be tested directly. cpu_backend.cc validates the
+// params once and dispatches here. Every function handles F32 and F64 (F64 is
+// what the finite-difference gradient checks run in).
+#ifndef LONGCTX_KERNELS_CPU_CPU_KERNELS_H_
+#define LONGCTX_KERNELS_CPU_CPU_KERNELS_H_
+
+#include "kernels/ops.h"
+
+namespace longctx::cpu {
+
+void Gemm(const GemmParams& p);                        // gemm.cc
+
+void Fill(const Tensor& x, double value);              // elementwise.cc
+void Copy(const Tensor& dst, const Tensor& src);
+void Axpy(const Tensor& y, double alpha, const Tensor& x);
+void Scale(const Tensor& x, double alpha);
+double SumSquares(const Tensor& x);
+bool AllFinite(const Tensor& x);
+void EmbeddingForward(const EmbeddingParams& p);
+void EmbeddingBackward(const EmbeddingParams& p);
+void SwiGluForward(const SwiGluParams& p);
+void SwiGluBackward(const SwiGluParams& p);
+void AdamW(const AdamWParams& p);
+
+void RmsNormForward(const RmsNormParams& p);           // rmsnorm.cc
+void RmsNormBackward(const RmsNormParams& p);
+void Rope(const RopeParams& p);                        // rope.cc
+
+void AttentionForward(const AttentionParams& p);       // attention.cc
+void AttentionBackward(const AttentionParams& p);
+
+double LmHeadLoss(const LmHeadLossParams& p);          // lm_head_loss.cc
+
+}  // namespace longctx::cpu
+
+#endif  // LONGCTX_KERNELS_CPU_CPU_KERNELS_H_

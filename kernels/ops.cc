@@ -1,0 +1,180 @@
+// Why: the shape/dtype rules of every op in one place, checked once before a
+// backend runs the op. Each message names the op and the offending tensor.
+#include "kernels/ops.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace longctx {
+namespace {
+
+bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF64; }
+
+absl::Status Bad(const char* op, const std::string& msg) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", msg));
+}
+
+absl::Status NeedFloat(const char* op, const char* name, const Tensor& t, int ndim) {
+  if (!t.defined()) return Bad(op, absl::StrCat(name, " is not set"));
+  if (!IsFloat(t.dtype)) return Bad(op, absl::StrCat(name, " must be F32 or F64, is ", t.DebugString()));
+  if (t.ndim != ndim) return Bad(op, absl::StrCat(name, " must be ", ndim, "-D, is ", t.DebugString()));
+  return absl::OkStatus();
+}
+
+absl::Status SameShape(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                       const Tensor& b) {
+  bool same = a.ndim == b.ndim && a.dtype == b.dtype;
+  for (int i = 0; same && i < a.ndim; ++i) same = a.shape[i] == b.shape[i];
+  if (!same) return Bad(op, absl::StrCat(a_name, " ", a.DebugString(), " vs ", b_name, " ", b.DebugString()));
+  return absl::OkStatus();
+}
+
+#define LONGCTX_RETURN_IF_ERROR(expr)        \
+  do {                                       \
+    absl::Status _st = (expr);               \
+    if (!_st.ok()) return _st;               \
+  } while (0)
+
+}  // namespace
+
+absl::Status GemmParams::Validate() const {
+  const char* op = "Gemm";
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "a", a, 2));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "b", b, 2));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "c", c, 2));
+  if (a.dtype != b.dtype || a.dtype != c.dtype) return Bad(op, "a, b, c must share a dtype");
+  int64_t m = trans_a ? a.shape[1] : a.shape[0];
+  int64_t k = trans_a ? a.shape[0] : a.shape[1];
+  int64_t kb = trans_b ? b.shape[1] : b.shape[0];
+  int64_t n = trans_b ? b.shape[0] : b.shape[1];
+  if (k != kb || c.shape[0] != m || c.shape[1] != n)
+    return Bad(op, absl::StrCat("shapes do not chain: a ", a.DebugString(), trans_a ? "^T" : "", " b ",
+                                b.DebugString(), trans_b ? "^T" : "", " c ", c.DebugString()));
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingParams::Validate() const {
+  const char* op = "Embedding";
+  if (!ids.defined() || ids.dtype != DType::kI32 || ids.ndim != 1) return Bad(op, "ids must be I32 [N]");
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "table", table, 2));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "out", out, 2));
+  if (out.shape[0] != ids.shape[0] || out.shape[1] != table.shape[1] || out.dtype != table.dtype)
+    return Bad(op, absl::StrCat("out ", out.DebugString(), " vs ids ", ids.DebugString(), " table ",
+                                table.DebugString()));
+  return absl::OkStatus();
+}
+
+absl::Status RmsNormParams::Validate(bool backward) const {
+  const char* op = backward ? "RmsNormBackward" : "RmsNormForward";
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "x", x, 2));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "weight", weight, 1));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "rstd", rstd, 1));
+  if (weight.shape[0] != x.shape[1] || rstd.shape[0] != x.shape[0] || weight.dtype != x.dtype ||
+      rstd.dtype != x.dtype)
+    return Bad(op, absl::StrCat("x ", x.DebugString(), " weight ", weight.DebugString(), " rstd ",
+                                rstd.DebugString()));
+  if (!(eps > 0)) return Bad(op, "eps must be > 0");
+  if (!backward) return SameShape(op, "y", y, "x", x);
+  LONGCTX_RETURN_IF_ERROR(SameShape(op, "dy", dy, "x", x));
+  LONGCTX_RETURN_IF_ERROR(SameShape(op, "dx", dx, "x", x));
+  return SameShape(op, "dweight", dweight, "weight", weight);
+}
+
+absl::Status RopeParams::Validate() const {
+  const char* op = "Rope";
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "x", x, 3));
+  if (!positions.defined() || positions.dtype != DType::kI32 || positions.ndim != 1 ||
+      positions.shape[0] != x.shape[0])
+    return Bad(op, absl::StrCat("positions must be I32 [", x.shape[0], "]"));
+  int rd = rotary_dim == 0 ? static_cast<int>(x.shape[2]) : rotary_dim;
+  if (rd <= 0 || rd % 2 != 0 || rd > x.shape[2])
+    return Bad(op, absl::StrCat("rotary_dim ", rd, " must be even and <= head_dim ", x.shape[2]));
+  if (direction != 1 && direction != -1) return Bad(op, "direction must be +1 or -1");
+  if (!(theta > 0)) return Bad(op, "theta must be > 0");
+  return absl::OkStatus();
+}
+
+absl::Status SwiGluParams::Validate(bool backward) const {
+  const char* op = backward ? "SwiGluBackward" : "SwiGluForward";
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "gate_up", gate_up, 2));
+  if (gate_up.shape[1] % 2 != 0) return Bad(op, "gate_up must have an even number of columns");
+  const Tensor& out = backward ? dh : h;
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, backward ? "dh" : "h", out, 2));
+  if (out.shape[0] != gate_up.shape[0] || 2 * out.shape[1] != gate_up.shape[1] || out.dtype != gate_up.dtype)
+    return Bad(op, absl::StrCat("h ", out.DebugString(), " vs gate_up ", gate_up.DebugString()));
+  if (backward) return SameShape(op, "dgate_up", dgate_up, "gate_up", gate_up);
+  return absl::OkStatus();
+}
+
+absl::Status AttentionParams::Validate(bool backward) const {
+  const char* op = backward ? "AttentionBackward" : "AttentionForward";
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "q", q, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "k", k, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "v", v, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "o", o, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "lse", lse, 2));
+  const int64_t n = q.shape[0], h = q.shape[1], d = q.shape[2], hkv = k.shape[1];
+  if (k.shape[0] != n || v.shape[0] != n || o.shape[0] != n || k.shape[2] != d || v.shape[2] != d ||
+      v.shape[1] != hkv || o.shape[1] != h || o.shape[2] != d)
+    return Bad(op, absl::StrCat("q ", q.DebugString(), " k ", k.DebugString(), " v ", v.DebugString(), " o ",
+                                o.DebugString()));
+  if (hkv <= 0 || h % hkv != 0) return Bad(op, absl::StrCat("num_heads ", h, " not a multiple of kv heads ", hkv));
+  if (lse.shape[0] != h || lse.shape[1] != n) return Bad(op, absl::StrCat("lse must be [", h, ", ", n, "]"));
+  if (k.dtype != q.dtype || v.dtype != q.dtype || o.dtype != q.dtype || lse.dtype != q.dtype)
+    return Bad(op, "q, k, v, o, lse must share a dtype");
+  if (!cu_seqlens.defined() || cu_seqlens.dtype != DType::kI32 || cu_seqlens.ndim != 1 || cu_seqlens.shape[0] < 2)
+    return Bad(op, "cu_seqlens must be I32 [segments + 1] with at least one segment");
+  if (cu_seqlens.device == Device::kCpu) {
+    const int32_t* cu = cu_seqlens.as<int32_t>();
+    if (cu[0] != 0 || cu[cu_seqlens.shape[0] - 1] != n) return Bad(op, "cu_seqlens must start at 0 and end at N");
+    for (int64_t i = 1; i < cu_seqlens.shape[0]; ++i)
+      if (cu[i] < cu[i - 1]) return Bad(op, absl::StrCat("cu_seqlens decreases at ", i));
+  }
+  if (window < 0) return Bad(op, "window must be >= 0");
+  if (scale < 0) return Bad(op, "scale must be >= 0");
+  if (!backward) return absl::OkStatus();
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "d_o", d_o, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "dq", dq, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "dk", dk, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "dv", dv, 3));
+  for (const Tensor* t : {&d_o, &dq})
+    if (t->shape[0] != n || t->shape[1] != h || t->shape[2] != d || t->dtype != q.dtype)
+      return Bad(op, absl::StrCat("d_o/dq must match q: ", t->DebugString()));
+  for (const Tensor* t : {&dk, &dv})
+    if (t->shape[0] != n || t->shape[1] != hkv || t->shape[2] != d || t->dtype != q.dtype)
+      return Bad(op, absl::StrCat("dk/dv must match k: ", t->DebugString()));
+  return absl::OkStatus();
+}
+
+absl::Status LmHeadLossParams::Validate() const {
+  const char* op = "LmHeadLoss";
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "x", x, 2));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "weight", weight, 2));
+  if (weight.shape[1] != x.shape[1] || weight.dtype != x.dtype)
+    return Bad(op, absl::StrCat("x ", x.DebugString(), " weight ", weight.DebugString()));
+  if (!targets.defined() || targets.dtype != DType::kI32 || targets.ndim != 1 || targets.shape[0] != x.shape[0])
+    return Bad(op, "targets must be I32 [N]");
+  if (targets.device == Device::kCpu) {
+    const int32_t* t = targets.as<int32_t>();
+    for (int64_t i = 0; i < targets.shape[0]; ++i)
+      if (t[i] >= weight.shape[0]) return Bad(op, absl::StrCat("target ", t[i], " at ", i, " >= vocab ", weight.shape[0]));
+  }
+  if (dx.defined()) LONGCTX_RETURN_IF_ERROR(SameShape(op, "dx", dx, "x", x));
+  if (dweight.defined()) LONGCTX_RETURN_IF_ERROR(SameShape(op, "dweight", dweight, "weight", weight));
+  if (losses.defined() && (losses.ndim != 1 || losses.shape[0] != x.shape[0] || losses.dtype != x.dtype))
+    return Bad(op, "losses must be [N] of x's dtype");
+  if (chunk_tokens <= 0) return Bad(op, "chunk_tokens must be > 0");
+  return absl::OkStatus();
+}
+
+absl::Status AdamWParams::Validate() const {
+  const char* op = "AdamW";
+  for (const Tensor* t : {&param, &grad, &m, &v}) {
+    if (!t->defined() || !IsFloat(t->dtype) || !t->contiguous()) return Bad(op, "param/grad/m/v must be dense floats");
+    if (t->numel() != param.numel() || t->dtype != param.dtype) return Bad(op, "param/grad/m/v differ in size or dtype");
+  }
+  if (step < 1) return Bad(op, "step is 1-based");
+  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)) return Bad(op, "betas must be in [0, 1)");
+  return absl::OkStatus();
+}
+
+}  // namespace longctx

@@ -1,0 +1,131 @@
+// Why: one plain params struct per op, validated once (Validate) before any
+// backend runs it. Backends never re-check shapes; a failed Validate is a
+// broken invariant of the caller and aborts with the op and the reason.
+//
+// Conventions shared by every op:
+//  * "Token-major" tensors are [tokens, ...] with dimension 0 possibly strided
+//    (Tensor::row_stride), so q/k/v can be column slices of one fused matrix.
+//  * Floating tensors of one op share one dtype (F32 or F64; F64 exists so that
+//    finite-difference gradient checks are exact to ~1e-9).
+//  * "accumulate" outputs are added to (+=); the others are overwritten.
+#ifndef LONGCTX_KERNELS_OPS_H_
+#define LONGCTX_KERNELS_OPS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/tensor.h"
+
+namespace longctx {
+
+// C = alpha * op(A) @ op(B) + beta * C, all row-major 2-D; op = transpose if set.
+struct GemmParams {
+  Tensor a, b, c;
+  bool trans_a = false;
+  bool trans_b = false;
+  double alpha = 1.0;
+  double beta = 0.0;
+  absl::Status Validate() const;
+};
+
+// out[t, :] = table[ids[t], :]. Backward: d_table[ids[t], :] += d_out[t, :].
+struct EmbeddingParams {
+  Tensor ids;    // I32 [N]
+  Tensor table;  // [V, D] (forward) / d_table (backward, accumulate)
+  Tensor out;    // [N, D] (forward) / d_out (backward)
+  absl::Status Validate() const;
+};
+
+// y = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps), per row of x [N, D].
+struct RmsNormParams {
+  Tensor x;       // [N, D]
+  Tensor weight;  // [D]
+  Tensor y;       // [N, D] forward output
+  Tensor rstd;    // [N] forward output, backward input
+  double eps = 1e-5;
+  // Backward only:
+  Tensor dy;       // [N, D]
+  Tensor dx;       // [N, D]; overwritten, or added to when accumulate_dx
+  Tensor dweight;  // [D], accumulate
+  bool accumulate_dx = false;
+  absl::Status Validate(bool backward) const;
+};
+
+// Rotary embedding, rotate-half pairing (dim j with j + rotary_dim/2, the Hugging
+// Face convention), in place on x [N, heads, head_dim]; the first rotary_dim
+// dims of each head rotate, the rest pass through.
+// angle(t, j) = direction * position_scale * positions[t] * theta^(-2j/rotary_dim).
+// The backward of a rotation is the same op with direction = -1.
+struct RopeParams {
+  Tensor x;          // [N, H, head_dim], row-strided allowed
+  Tensor positions;  // I32 [N]
+  double theta = 10000.0;
+  int rotary_dim = 0;  // 0 = head_dim
+  double position_scale = 1.0;
+  int direction = 1;  // +1 rotate, -1 rotate back
+  absl::Status Validate() const;
+};
+
+// h = silu(gate) * up; gate_up is [N, 2F] with gate in columns [0, F), up in [F, 2F).
+struct SwiGluParams {
+  Tensor gate_up;   // [N, 2F]
+  Tensor h;         // [N, F] forward output
+  Tensor dh;        // [N, F] backward input
+  Tensor dgate_up;  // [N, 2F] backward output (overwritten)
+  absl::Status Validate(bool backward) const;
+};
+
+// Causal attention over packed variable-length segments with GQA and an
+// optional sliding window, tiled with an online softmax (memory O(N), never
+// O(N^2)). Segment s covers tokens [cu_seqlens[s], cu_seqlens[s+1]); a query
+// never sees a key of another segment. window w > 0: query i sees keys j with
+// i - w < j <= i (itself and its w-1 predecessors); w = 0: all j <= i.
+// Query head h reads kv head h / (num_heads / num_kv_heads).
+struct AttentionParams {
+  Tensor q;           // [N, H, head_dim], row-strided allowed
+  Tensor k;           // [N, Hkv, head_dim], row-strided allowed
+  Tensor v;           // [N, Hkv, head_dim], row-strided allowed
+  Tensor o;           // [N, H, head_dim] forward output, row-strided allowed
+  Tensor lse;         // [H, N] log-sum-exp of scaled scores, forward output
+  Tensor cu_seqlens;  // I32 [num_segments + 1], cu[0] = 0, cu[last] = N
+  int window = 0;
+  double scale = 0.0;  // 0 = 1/sqrt(head_dim)
+  // Backward only (dq, dk, dv overwritten; row-strided allowed):
+  Tensor d_o, dq, dk, dv;
+  absl::Status Validate(bool backward) const;
+};
+
+// Cross-entropy of an LM head, fused and chunked so the [N, V] logits are
+// never materialised for more than chunk_tokens rows at a time.
+// logits = x @ weight^T; loss_t = logsumexp(logits_t) - logits_t[target_t];
+// tokens with target < 0 are ignored (loss mask). Returns, via loss_sum, the sum
+// over valid tokens (in double). When dx/dweight are set the backward runs in the
+// same pass with dL/dloss_t = grad_scale for every valid token:
+// dx (overwritten) and dweight (accumulated).
+struct LmHeadLossParams {
+  Tensor x;        // [N, D]
+  Tensor weight;   // [V, D]
+  Tensor targets;  // I32 [N]
+  Tensor dx;       // optional [N, D]
+  Tensor dweight;  // optional [V, D], accumulate
+  Tensor losses;   // optional [N] per-token loss (0 where ignored)
+  double grad_scale = 1.0;
+  int64_t chunk_tokens = 256;
+  absl::Status Validate() const;
+};
+
+// Decoupled-weight-decay Adam on a flat buffer (F32 param and state):
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr * (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay * p).
+// grad is read as grad * grad_scale (so clipping needs no extra pass).
+struct AdamWParams {
+  Tensor param, grad, m, v;  // same shape, F32 (or F64 in tests)
+  double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
+  double grad_scale = 1.0;
+  int64_t step = 1;  // 1-based, for bias correction
+  absl::Status Validate() const;
+};
+
+}  // namespace longctx
+
+#endif  // LONGCTX_KERNELS_OPS_H_

@@ -1,0 +1,1 @@
+// Placeholder until model/ lands (deleted then).

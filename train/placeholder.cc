@@ -1,0 +1,1 @@
+// Placeholder until train/ lands (deleted then).
