@@ -1,0 +1,82 @@
+// Why: parameters live in one contiguous buffer per layer (plus one for the
+// embedding, final norm and LM head). That buffer is the unit a later FSDP
+// shards and gathers, the unit the optimizer steps, and the unit a checkpoint
+// streams. A ParamLayout names every tensor inside those buffers with its
+// Hugging Face Llama name, so gradients, AdamW moments and checkpoints all use
+// the same map.
+#ifndef LONGCTX_MODEL_PARAM_LAYOUT_H_
+#define LONGCTX_MODEL_PARAM_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/config.h"
+
+namespace longctx {
+
+struct ParamSlice {
+  std::string name;            // Hugging Face name, e.g. model.layers.3.self_attn.q_proj.weight
+  int buffer = 0;              // which buffer holds it
+  int64_t offset = 0;          // in elements
+  std::vector<int64_t> shape;  // [out, in] for matrices
+  bool is_matrix = false;      // 2-D: decayed; 1-D norm weights are not (by default)
+  int64_t numel() const;
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelDims& dims);
+
+  // Buffer 0 = top (embedding, final norm, LM head if untied); buffer 1 + l = layer l.
+  int num_buffers() const { return static_cast<int>(buffer_sizes_.size()); }
+  int64_t buffer_size(int b) const { return buffer_sizes_[b]; }
+  int64_t total() const;
+  const std::vector<ParamSlice>& slices() const { return slices_; }
+  // Index into slices() by name; -1 when absent.
+  int Find(const std::string& name) const;
+
+  // Offsets (elements) inside buffer 1 + l of the fused per-layer tensors.
+  struct LayerOffsets {
+    int64_t attn_norm, wqkv, wo, q_norm, k_norm, mlp_norm, w_gate_up, w_down;
+  };
+  const LayerOffsets& layer() const { return layer_; }
+  int64_t embedding_offset() const { return 0; }
+  int64_t final_norm_offset() const { return final_norm_; }
+  int64_t lm_head_offset() const { return lm_head_; }  // -1 when tied
+
+ private:
+  void Add(const std::string& name, int buffer, std::vector<int64_t> shape, int64_t* cursor);
+  std::vector<int64_t> buffer_sizes_;
+  std::vector<ParamSlice> slices_;
+  LayerOffsets layer_{};
+  int64_t final_norm_ = 0, lm_head_ = -1;
+};
+
+// One value per parameter of a layout (parameters, gradients, AdamW moments),
+// in backend memory of one dtype.
+class ParamStore {
+ public:
+  ParamStore(const ParamLayout* layout, Backend* backend, DType dtype);
+  const ParamLayout& layout() const { return *layout_; }
+  DType dtype() const { return dtype_; }
+  Tensor buffer(int b) const;                 // 1-D view of a whole buffer
+  Tensor slice(int index) const;              // shaped view of slices()[index]
+  Tensor at(int buffer, int64_t offset, std::initializer_list<int64_t> shape) const;
+  void Zero();
+  double SumSquares() const;                  // over all buffers
+  // Host copies, in the store's dtype.
+  void CopyFromHost(int buffer, const void* src);
+  void CopyToHost(int buffer, void* dst) const;
+
+ private:
+  const ParamLayout* layout_;
+  Backend* backend_;
+  DType dtype_;
+  std::vector<DeviceBuffer> buffers_;
+};
+
+}  // namespace longctx
+
+#endif  // LONGCTX_MODEL_PARAM_LAYOUT_H_

@@ -1,0 +1,314 @@
+// Why: see transformer.h. Every activation the backward pass reads is stored
+// by the forward pass in one arena (Activations), sized once per token count
+// and reused across steps, so a training step allocates nothing.
+#include "model/transformer.h"
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "kernels/log.h"
+
+namespace longctx {
+
+struct Transformer::Activations {
+  int64_t n = 0;
+  DeviceBuffer arena;
+  // Per layer (x has layers + 1 entries: x[layers] is the final residual).
+  std::vector<Tensor> x, xn1, rstd1, qkv, o, lse, xmid, xn2, rstd2, gu, h;
+  std::vector<Tensor> qraw, kraw, qrstd, krstd;  // qk_norm only
+  Tensor xf, rstdf;                              // final norm
+  // Backward scratch, reused by every layer.
+  Tensor dx, dxn, dh, dgu, d_o, dqkv, qk_tmp1, qk_tmp2;
+};
+
+namespace {
+
+bool IsNormWeight(const std::string& name) { return absl::EndsWith(name, "norm.weight"); }
+
+// A [n, heads, head_dim] view of columns [col, col + heads·head_dim) of a
+// row-major [n, width] matrix.
+Tensor HeadsView(const Tensor& m, int64_t col, int64_t heads, int64_t head_dim) {
+  Tensor t = m.Cols(col, col + heads * head_dim);
+  Tensor v(t.data, t.dtype, {m.shape[0], heads, head_dim}, t.device);
+  v.row_stride = m.stride0();
+  return v;
+}
+
+}  // namespace
+
+Transformer::Transformer(const ModelDims& dims, Backend* backend, DType dtype)
+    : dims_(dims),
+      backend_(backend),
+      dtype_(dtype),
+      layout_(dims),
+      params_(&layout_, backend, dtype),
+      grads_(&layout_, backend, dtype),
+      acts_(std::make_unique<Activations>()) {}
+
+Transformer::~Transformer() = default;
+
+void Transformer::InitParams(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int b = 0; b < layout_.num_buffers(); ++b) {
+    std::vector<double> host(layout_.buffer_size(b), 0.0);
+    for (const ParamSlice& s : layout_.slices()) {
+      if (s.buffer != b) continue;
+      double* p = host.data() + s.offset;
+      if (IsNormWeight(s.name)) {
+        for (int64_t i = 0; i < s.numel(); ++i) p[i] = 1.0;
+        continue;
+      }
+      const bool out_proj = absl::StrContains(s.name, "o_proj") || absl::StrContains(s.name, "down_proj");
+      std::normal_distribution<double> normal(0.0, out_proj ? dims_.out_init_std : dims_.init_std);
+      for (int64_t i = 0; i < s.numel(); ++i) p[i] = normal(rng);
+    }
+    if (dtype_ == DType::kF64) {
+      params_.CopyFromHost(b, host.data());
+    } else {
+      std::vector<float> f(host.begin(), host.end());
+      params_.CopyFromHost(b, f.data());
+    }
+  }
+}
+
+size_t Transformer::activation_bytes() const { return acts_->arena.bytes(); }
+
+void Transformer::EnsureActivations(int64_t n) {
+  Activations& a = *acts_;
+  if (a.n == n) return;
+  const int L = dims_.layers;
+  const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
+  const int64_t wqkv = (H + 2 * Hkv) * hd;
+  // Two passes: count, then carve (each tensor 64-byte aligned).
+  const size_t esize = DTypeSize(dtype_);
+  size_t cursor = 0;
+  char* base = nullptr;
+  auto carve = [&](std::initializer_list<int64_t> shape) {
+    Tensor t(base ? base + cursor : nullptr, dtype_, shape, backend_->device());
+    cursor += (t.numel() * esize + 63) / 64 * 64;
+    return t;
+  };
+  auto build = [&]() {
+    a.x.clear(); a.xn1.clear(); a.rstd1.clear(); a.qkv.clear(); a.o.clear(); a.lse.clear();
+    a.xmid.clear(); a.xn2.clear(); a.rstd2.clear(); a.gu.clear(); a.h.clear();
+    a.qraw.clear(); a.kraw.clear(); a.qrstd.clear(); a.krstd.clear();
+    for (int l = 0; l <= L; ++l) a.x.push_back(carve({n, D}));
+    for (int l = 0; l < L; ++l) {
+      a.xn1.push_back(carve({n, D}));
+      a.rstd1.push_back(carve({n}));
+      a.qkv.push_back(carve({n, wqkv}));
+      a.o.push_back(carve({n, H * hd}));
+      a.lse.push_back(carve({H, n}));
+      a.xmid.push_back(carve({n, D}));
+      a.xn2.push_back(carve({n, D}));
+      a.rstd2.push_back(carve({n}));
+      a.gu.push_back(carve({n, 2 * F}));
+      a.h.push_back(carve({n, F}));
+      if (dims_.qk_norm) {
+        a.qraw.push_back(carve({n, H * hd}));
+        a.kraw.push_back(carve({n, Hkv * hd}));
+        a.qrstd.push_back(carve({n * H}));
+        a.krstd.push_back(carve({n * Hkv}));
+      }
+    }
+    a.xf = carve({n, D});
+    a.rstdf = carve({n});
+    a.dx = carve({n, D});
+    a.dxn = carve({n, D});
+    a.dh = carve({n, F});
+    a.dgu = carve({n, 2 * F});
+    a.d_o = carve({n, H * hd});
+    a.dqkv = carve({n, wqkv});
+    if (dims_.qk_norm) {
+      a.qk_tmp1 = carve({n, H * hd});
+      a.qk_tmp2 = carve({n, H * hd});
+    }
+  };
+  build();  // sizing pass (base == nullptr)
+  a.arena = DeviceBuffer(backend_, cursor);
+  base = static_cast<char*>(a.arena.data());
+  cursor = 0;
+  build();
+  a.n = n;
+}
+
+void Transformer::LayerForward(int l, const BatchTensors& batch) {
+  Activations& a = *acts_;
+  Backend& be = *backend_;
+  const ParamLayout::LayerOffsets& off = layout_.layer();
+  const int b = 1 + l;
+  const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
+  const int64_t n = a.n, wqkv = (H + 2 * Hkv) * hd;
+
+  RmsNormParams n1;
+  n1.x = a.x[l]; n1.weight = params_.at(b, off.attn_norm, {D}); n1.y = a.xn1[l]; n1.rstd = a.rstd1[l];
+  n1.eps = dims_.eps;
+  be.RmsNormForward(n1);
+  be.Gemm({.a = a.xn1[l], .b = params_.at(b, off.wqkv, {wqkv, D}), .c = a.qkv[l], .trans_b = true});
+
+  const Tensor q = HeadsView(a.qkv[l], 0, H, hd), k = HeadsView(a.qkv[l], H * hd, Hkv, hd),
+               v = HeadsView(a.qkv[l], (H + Hkv) * hd, Hkv, hd);
+  if (dims_.qk_norm) {
+    // q and k are normalised per head (RMSNorm over head_dim) before RoPE.
+    const Tensor qcols = a.qkv[l].Cols(0, H * hd), kcols = a.qkv[l].Cols(H * hd, (H + Hkv) * hd);
+    be.Copy(a.qraw[l], qcols);
+    be.Copy(a.kraw[l], kcols);
+    RmsNormParams qn;
+    qn.x = a.qraw[l].Reshape({n * H, hd}); qn.weight = params_.at(b, off.q_norm, {hd});
+    qn.y = a.qk_tmp1.Reshape({n * H, hd}); qn.rstd = a.qrstd[l]; qn.eps = dims_.eps;
+    be.RmsNormForward(qn);
+    be.Copy(qcols, a.qk_tmp1);
+    RmsNormParams kn = qn;
+    kn.x = a.kraw[l].Reshape({n * Hkv, hd}); kn.weight = params_.at(b, off.k_norm, {hd});
+    Tensor ktmp(a.qk_tmp1.data, dtype_, {n, Hkv * hd}, backend_->device());
+    kn.y = ktmp.Reshape({n * Hkv, hd}); kn.rstd = a.krstd[l];
+    be.RmsNormForward(kn);
+    be.Copy(kcols, ktmp);
+  }
+  if (dims_.uses_rope(l)) {
+    RopeParams r;
+    r.positions = batch.positions; r.theta = dims_.theta; r.rotary_dim = dims_.rope_dim;
+    r.x = q; be.Rope(r);
+    r.x = k; be.Rope(r);
+  }
+  AttentionParams at;
+  at.q = q; at.k = k; at.v = v;
+  at.o = a.o[l].Reshape({n, H, hd});
+  at.lse = a.lse[l];
+  at.cu_seqlens = batch.cu_seqlens;
+  at.window = dims_.layer_window(l);
+  be.AttentionForward(at);
+
+  be.Copy(a.xmid[l], a.x[l]);
+  be.Gemm({.a = a.o[l], .b = params_.at(b, off.wo, {D, H * hd}), .c = a.xmid[l], .trans_b = true, .beta = 1.0});
+
+  RmsNormParams n2;
+  n2.x = a.xmid[l]; n2.weight = params_.at(b, off.mlp_norm, {D}); n2.y = a.xn2[l]; n2.rstd = a.rstd2[l];
+  n2.eps = dims_.eps;
+  be.RmsNormForward(n2);
+  be.Gemm({.a = a.xn2[l], .b = params_.at(b, off.w_gate_up, {2 * F, D}), .c = a.gu[l], .trans_b = true});
+  SwiGluParams sw;
+  sw.gate_up = a.gu[l]; sw.h = a.h[l];
+  be.SwiGluForward(sw);
+  be.Copy(a.x[l + 1], a.xmid[l]);
+  be.Gemm({.a = a.h[l], .b = params_.at(b, off.w_down, {D, F}), .c = a.x[l + 1], .trans_b = true, .beta = 1.0});
+}
+
+void Transformer::LayerBackward(int l, const BatchTensors& batch) {
+  Activations& a = *acts_;
+  Backend& be = *backend_;
+  const ParamLayout::LayerOffsets& off = layout_.layer();
+  const int b = 1 + l;
+  const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
+  const int64_t n = a.n, wqkv = (H + 2 * Hkv) * hd;
+
+  // x[l+1] = xmid + h @ Wd^T
+  be.Gemm({.a = a.dx, .b = params_.at(b, off.w_down, {D, F}), .c = a.dh});
+  be.Gemm({.a = a.dx, .b = a.h[l], .c = grads_.at(b, off.w_down, {D, F}), .trans_a = true, .beta = 1.0});
+  SwiGluParams sw;
+  sw.gate_up = a.gu[l]; sw.dh = a.dh; sw.dgate_up = a.dgu;
+  be.SwiGluBackward(sw);
+  be.Gemm({.a = a.dgu, .b = a.xn2[l], .c = grads_.at(b, off.w_gate_up, {2 * F, D}), .trans_a = true, .beta = 1.0});
+  be.Gemm({.a = a.dgu, .b = params_.at(b, off.w_gate_up, {2 * F, D}), .c = a.dxn});
+  RmsNormParams n2;
+  n2.x = a.xmid[l]; n2.weight = params_.at(b, off.mlp_norm, {D}); n2.rstd = a.rstd2[l]; n2.eps = dims_.eps;
+  n2.y = a.xn2[l]; n2.dy = a.dxn; n2.dx = a.dx; n2.accumulate_dx = true;
+  n2.dweight = grads_.at(b, off.mlp_norm, {D});
+  be.RmsNormBackward(n2);
+
+  // xmid = x[l] + o @ Wo^T
+  be.Gemm({.a = a.dx, .b = params_.at(b, off.wo, {D, H * hd}), .c = a.d_o});
+  be.Gemm({.a = a.dx, .b = a.o[l], .c = grads_.at(b, off.wo, {D, H * hd}), .trans_a = true, .beta = 1.0});
+
+  const Tensor q = HeadsView(a.qkv[l], 0, H, hd), k = HeadsView(a.qkv[l], H * hd, Hkv, hd),
+               v = HeadsView(a.qkv[l], (H + Hkv) * hd, Hkv, hd);
+  const Tensor dq = HeadsView(a.dqkv, 0, H, hd), dk = HeadsView(a.dqkv, H * hd, Hkv, hd),
+               dv = HeadsView(a.dqkv, (H + Hkv) * hd, Hkv, hd);
+  AttentionParams at;
+  at.q = q; at.k = k; at.v = v;
+  at.o = a.o[l].Reshape({n, H, hd});
+  at.lse = a.lse[l];
+  at.cu_seqlens = batch.cu_seqlens;
+  at.window = dims_.layer_window(l);
+  at.d_o = a.d_o.Reshape({n, H, hd});
+  at.dq = dq; at.dk = dk; at.dv = dv;
+  be.AttentionBackward(at);
+  if (dims_.uses_rope(l)) {
+    RopeParams r;
+    r.positions = batch.positions; r.theta = dims_.theta; r.rotary_dim = dims_.rope_dim; r.direction = -1;
+    r.x = dq; be.Rope(r);
+    r.x = dk; be.Rope(r);
+  }
+  if (dims_.qk_norm) {
+    const Tensor dqcols = a.dqkv.Cols(0, H * hd), dkcols = a.dqkv.Cols(H * hd, (H + Hkv) * hd);
+    be.Copy(a.qk_tmp1, dqcols);
+    RmsNormParams qn;
+    qn.x = a.qraw[l].Reshape({n * H, hd}); qn.weight = params_.at(b, off.q_norm, {hd});
+    qn.rstd = a.qrstd[l]; qn.eps = dims_.eps; qn.y = qn.x;
+    qn.dy = a.qk_tmp1.Reshape({n * H, hd}); qn.dx = a.qk_tmp2.Reshape({n * H, hd});
+    qn.dweight = grads_.at(b, off.q_norm, {hd});
+    be.RmsNormBackward(qn);
+    be.Copy(dqcols, a.qk_tmp2);
+    Tensor kdy(a.qk_tmp1.data, dtype_, {n, Hkv * hd}, backend_->device());
+    Tensor kdx(a.qk_tmp2.data, dtype_, {n, Hkv * hd}, backend_->device());
+    be.Copy(kdy, dkcols);
+    RmsNormParams kn = qn;
+    kn.x = a.kraw[l].Reshape({n * Hkv, hd}); kn.weight = params_.at(b, off.k_norm, {hd});
+    kn.rstd = a.krstd[l]; kn.y = kn.x;
+    kn.dy = kdy.Reshape({n * Hkv, hd}); kn.dx = kdx.Reshape({n * Hkv, hd});
+    kn.dweight = grads_.at(b, off.k_norm, {hd});
+    be.RmsNormBackward(kn);
+    be.Copy(dkcols, kdx);
+  }
+  be.Gemm({.a = a.dqkv, .b = a.xn1[l], .c = grads_.at(b, off.wqkv, {wqkv, D}), .trans_a = true, .beta = 1.0});
+  be.Gemm({.a = a.dqkv, .b = params_.at(b, off.wqkv, {wqkv, D}), .c = a.dxn});
+  RmsNormParams n1;
+  n1.x = a.x[l]; n1.weight = params_.at(b, off.attn_norm, {D}); n1.rstd = a.rstd1[l]; n1.eps = dims_.eps;
+  n1.y = a.xn1[l]; n1.dy = a.dxn; n1.dx = a.dx; n1.accumulate_dx = true;
+  n1.dweight = grads_.at(b, off.attn_norm, {D});
+  be.RmsNormBackward(n1);
+}
+
+double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale, bool backward,
+                                   const Tensor* per_token_loss) {
+  const int64_t n = batch.inputs.shape[0];
+  CHECK(batch.targets.shape[0] == n && batch.positions.shape[0] == n) << "batch tensors disagree on N";
+  EnsureActivations(n);
+  Activations& a = *acts_;
+  Backend& be = *backend_;
+  const int64_t D = dims_.hidden, V = dims_.vocab;
+
+  EmbeddingParams emb;
+  emb.ids = batch.inputs; emb.table = params_.at(0, layout_.embedding_offset(), {V, D}); emb.out = a.x[0];
+  be.EmbeddingForward(emb);
+  for (int l = 0; l < dims_.layers; ++l) LayerForward(l, batch);
+
+  RmsNormParams fn;
+  fn.x = a.x[dims_.layers]; fn.weight = params_.at(0, layout_.final_norm_offset(), {D});
+  fn.y = a.xf; fn.rstd = a.rstdf; fn.eps = dims_.eps;
+  be.RmsNormForward(fn);
+
+  const int64_t head_off = dims_.tied ? layout_.embedding_offset() : layout_.lm_head_offset();
+  LmHeadLossParams lp;
+  lp.x = a.xf; lp.weight = params_.at(0, head_off, {V, D}); lp.targets = batch.targets;
+  if (per_token_loss) lp.losses = *per_token_loss;
+  if (backward) {
+    lp.dx = a.dxn;
+    lp.dweight = grads_.at(0, head_off, {V, D});
+    lp.grad_scale = grad_scale;
+  }
+  const double loss_sum = be.LmHeadLoss(lp);
+  if (!backward) return loss_sum;
+
+  fn.dy = a.dxn; fn.dx = a.dx; fn.accumulate_dx = false;
+  fn.dweight = grads_.at(0, layout_.final_norm_offset(), {D});
+  be.RmsNormBackward(fn);
+  for (int l = dims_.layers - 1; l >= 0; --l) LayerBackward(l, batch);
+
+  emb.table = grads_.at(0, layout_.embedding_offset(), {V, D});
+  emb.out = a.dx;
+  be.EmbeddingBackward(emb);
+  return loss_sum;
+}
+
+}  // namespace longctx

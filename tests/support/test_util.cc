@@ -1,0 +1,82 @@
+// Why: see test_util.h.
+#include "tests/support/test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace longctx::testing {
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/longctx-test-XXXXXX";
+  char* p = mkdtemp(tmpl);
+  if (p == nullptr) std::abort();
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* f = popen((command + " 2>&1").c_str(), "r");
+  if (f == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.output.append(buf, n);
+  int status = pclose(f);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string LongctxBinary() { return std::string(LONGCTX_BINARY_DIR) + "/bin/longctx"; }
+std::string SourcePath(const std::string& relative) { return std::string(LONGCTX_SOURCE_DIR) + "/" + relative; }
+
+void WriteTextCorpus(const std::string& dir, int docs, int seed) {
+  static const char* kWords[] = {
+      "the",    "jury",   "said",     "that",   "city",   "election", "was",    "conducted", "with",  "care",
+      "report", "county", "of",       "a",      "new",    "law",      "and",    "it",        "is",    "in",
+      "house",  "river",  "morning",  "people", "found",  "money",    "school", "water",     "year",  "long",
+      "short",  "they",   "would",    "not",    "agree",  "because",  "evening", "music",    "road",  "north"};
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> word(0, sizeof(kWords) / sizeof(kWords[0]) - 1);
+  std::uniform_int_distribution<int> sentence_len(4, 14);
+  std::geometric_distribution<int> doc_sentences(0.08);
+  std::filesystem::create_directories(dir);
+  for (int d = 0; d < docs; ++d) {
+    std::ostringstream os;
+    const int sentences = 1 + doc_sentences(rng);
+    for (int s = 0; s < sentences; ++s) {
+      const int len = sentence_len(rng);
+      for (int w = 0; w < len; ++w) {
+        std::string t = kWords[word(rng)];
+        if (w == 0) t[0] = static_cast<char>(std::toupper(t[0]));
+        os << t << (w + 1 < len ? " " : ". ");
+      }
+      if (s % 5 == 4) os << "\n\n";
+    }
+    WriteFile(dir + "/doc" + std::to_string(d) + ".txt", os.str() + "\n");
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary);
+  out << contents;
+}
+
+}  // namespace longctx::testing

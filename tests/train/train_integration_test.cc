@@ -1,0 +1,153 @@
+// Why: the trainer end to end, through the real CLI binary where it matters:
+// the loss falls; `longctx eval` reproduces the loss the trainer recorded for
+// the saved weights; a run killed with SIGKILL resumes from its last complete
+// checkpoint and then takes exactly the steps an uninterrupted run takes;
+// bad configs give one-line errors naming the field.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "data/byte_tokenizer.h"
+#include "data/text_corpus.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_util.h"
+
+namespace longctx {
+namespace {
+
+using ::longctx::testing::LongctxBinary;
+using ::longctx::testing::ReadFile;
+using ::longctx::testing::RunCommand;
+using ::longctx::testing::SourcePath;
+using ::longctx::testing::TempDir;
+
+class TrainIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::longctx::testing::WriteTextCorpus(tmp_ / "text", 120, 11);
+    ByteTokenizer tok;
+    TextCorpusOptions opts;
+    opts.log_summary = false;
+    ASSERT_TRUE(BuildTokenFileFromText({tmp_ / "text"}, tok, data_, opts).ok());
+  }
+
+  // `longctx train` on the tiny test config with extra overrides.
+  std::string TrainCommand(const std::string& out_dir, const std::string& extra) {
+    return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
+                        " --data.path=", data_, " --out_dir=", out_dir, " --threads=1 ", extra);
+  }
+
+  // step -> loss from a metrics.jsonl (the last record of a step wins).
+  static std::map<int, double> Losses(const std::string& metrics_path) {
+    std::map<int, double> out;
+    for (absl::string_view line : absl::StrSplit(ReadFile(metrics_path), '\n', absl::SkipEmpty())) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j["kind"] == "train") out[j["step"].get<int>()] = j["loss"].get<double>();
+    }
+    return out;
+  }
+
+  TempDir tmp_;
+  std::string data_ = tmp_ / "corpus.ltok";
+};
+
+TEST_F(TrainIntegrationTest, LossFallsAndEvalReproducesCheckpointLoss) {
+  const std::string out = tmp_ / "run";
+  auto r = RunCommand(TrainCommand(out, "--steps=80 --log_every=1 --ckpt_every=40 --optim.lr=3e-3 "
+                                        "--optim.warmup_steps=5"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<int, double> losses = Losses(out + "/metrics.jsonl");
+  ASSERT_EQ(losses.size(), 80u);
+  // Byte-level loss starts near ln(260) = 5.56 and must fall clearly.
+  EXPECT_GT(losses[1], 5.0);
+  EXPECT_LT(losses[80], losses[1] - 1.5) << r.output;
+
+  const std::string ckpt = out + "/step-00000080";
+  ASSERT_TRUE(std::filesystem::exists(ckpt + "/model.safetensors"));
+  ASSERT_TRUE(std::filesystem::exists(ckpt + "/config.json"));
+  nlohmann::json state = nlohmann::json::parse(ReadFile(ckpt + "/trainer_state.json"));
+  auto ev = RunCommand(absl::StrCat(LongctxBinary(), " eval --checkpoint ", ckpt, " --batch=last_train"));
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  nlohmann::json j = nlohmann::json::parse(ev.output.substr(ev.output.find('{')));
+  // Same weights, same batch, same code: identical to the last bit.
+  EXPECT_EQ(j["loss"].get<double>(), state["checkpoint_batch_loss"].get<double>()) << ev.output;
+  // And that loss is close to the last training losses (weights moved one step).
+  EXPECT_NEAR(j["loss"].get<double>(), losses[80], 0.3);
+}
+
+TEST_F(TrainIntegrationTest, KilledRunResumesWithIdenticalNextSteps) {
+  // Bigger than tiny-test so that steps take milliseconds and the kill lands mid-run.
+  const std::string model = "--model.hidden_size=96 --model.ffn_hidden_size=256 --data.seq_len=96 ";
+  const std::string common = model + "--steps=60 --log_every=1 --ckpt_every=5 --keep_checkpoints=3";
+  const std::string full = tmp_ / "full", killed = tmp_ / "killed";
+  auto r = RunCommand(TrainCommand(full, common));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = TrainCommand(killed, common) + " > " + (tmp_ / "killed.log");
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string marker = killed + "/step-00000010/COMPLETE";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!std::filesystem::exists(marker) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed; make it slower";
+  ASSERT_FALSE(std::filesystem::exists(killed + "/step-00000060")) << "killed run must not have finished";
+
+  auto resumed = RunCommand(TrainCommand(killed, common));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  ASSERT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  std::map<int, double> a = Losses(full + "/metrics.jsonl"), b = Losses(killed + "/metrics.jsonl");
+  ASSERT_EQ(a.size(), 60u);
+  ASSERT_EQ(b.size(), 60u);
+  for (int s = 1; s <= 60; ++s) EXPECT_EQ(a[s], b[s]) << "step " << s;
+  // Final weights identical too.
+  EXPECT_EQ(ReadFile(full + "/step-00000060/model.safetensors"), ReadFile(killed + "/step-00000060/model.safetensors"));
+}
+
+TEST_F(TrainIntegrationTest, BadConfigsGiveOneLineErrorsNamingTheField) {
+  struct BadCase {
+    std::string overrides;
+    std::string must_mention;
+  };
+  const std::vector<BadCase> cases = {
+      {"--model.num_heads=5", "model.num_heads"},
+      {"--model.sliding_window=0 --model.layer_pattern=RNOPE_SWA", "model.sliding_window"},
+      {"--model.sliding_window=-4 --model.layer_pattern=RNOPE_SWA", "model.sliding_window"},
+      {"--model.hiden_size=64", "hiden_size"},
+      {"--model.num_kv_heads=3", "model.num_kv_heads"},
+      {"--data.seq_len=0", "data.seq_len"},
+  };
+  for (const BadCase& c : cases) {
+    auto r = RunCommand(TrainCommand(tmp_ / "bad", c.overrides));
+    EXPECT_EQ(r.exit_code, 1) << c.overrides << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.must_mention), std::string::npos) << c.overrides << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << c.overrides << "\n" << r.output;
+  }
+  // An unknown field inside the file: file:line:col and the field name.
+  ::longctx::testing::WriteFile(tmp_ / "bad.textproto",
+                                ReadFile(SourcePath("configs/tiny-test.textproto")) + "\nmodel { hiden_size: 3 }\n");
+  auto r = RunCommand(absl::StrCat(LongctxBinary(), " train --config ", tmp_ / "bad.textproto"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("hiden_size"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bad.textproto:"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+}  // namespace
+}  // namespace longctx

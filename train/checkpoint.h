@@ -1,0 +1,44 @@
+// Why: a checkpoint is a directory a Hugging Face tool can read as-is
+// (model.safetensors with Llama tensor names + config.json) plus what longctx
+// needs to resume exactly: the full TrainConfig, AdamW moments, step and data
+// cursor. It is written to a temporary directory and renamed into place only
+// when complete (train/checkpoint_dir.h), so a crash never leaves a partial
+// checkpoint that looks valid.
+#ifndef LONGCTX_TRAIN_CHECKPOINT_H_
+#define LONGCTX_TRAIN_CHECKPOINT_H_
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
+#include "train/train.pb.h"
+
+namespace longctx {
+
+inline constexpr char kModelFile[] = "model.safetensors";
+inline constexpr char kOptimizerFile[] = "optimizer.safetensors";
+inline constexpr char kHfConfigFile[] = "config.json";
+inline constexpr char kTrainConfigFile[] = "longctx_config.textproto";
+inline constexpr char kTrainerStateFile[] = "trainer_state.json";
+
+// Writes <out_dir>/step-NNNNNNNN atomically and prunes to `keep` checkpoints.
+// `optimizer` may be null (weights-only checkpoint). Returns the final path.
+absl::StatusOr<std::string> SaveCheckpoint(const std::string& out_dir, int64_t step, const TrainConfig& config,
+                                           const Transformer& model, const AdamW* optimizer,
+                                           const nlohmann::json& trainer_state, int keep, int bos_id,
+                                           int eos_id);
+
+// Loads model.safetensors into the model (names and shapes must match).
+absl::Status LoadModelWeights(const std::string& dir, Transformer* model);
+// Loads optimizer.safetensors into the AdamW moments.
+absl::Status LoadOptimizerState(const std::string& dir, AdamW* optimizer);
+absl::StatusOr<nlohmann::json> LoadTrainerState(const std::string& dir);
+absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir);
+
+}  // namespace longctx
+
+#endif  // LONGCTX_TRAIN_CHECKPOINT_H_

@@ -1,0 +1,311 @@
+// Why: see trainer.h. One step: take grad_accum × world micro-batches in the
+// global data order (rank r uses those with index % world == r, so the data a
+// run sees does not depend on how many ranks share it), count their target
+// tokens, accumulate gradients of the mean loss, all-reduce, clip, AdamW.
+#include "train/trainer.h"
+
+#include <omp.h>
+#include <cblas.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/log.h"
+#include "optim/lr_schedule.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_dir.h"
+#include "train/evaluate.h"
+
+namespace longctx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+PackerOptions PackerOptionsFor(const TrainConfig& config, PackerSplit split) {
+  PackerOptions o;
+  o.seq_len = config.data().seq_len();
+  o.batch_size = config.data().batch_size();
+  o.document_mask = config.data().document_mask();
+  o.shuffle_seed = config.data().shuffle_seed();
+  o.eval_fraction = config.data().eval_fraction();
+  o.split = split;
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const TokenFileReader* tokens) {
+  absl::StatusOr<Packer> p = Packer::Create(tokens, PackerOptionsFor(config, PackerSplit::kTrain));
+  if (!p.ok()) return p.status();
+  return std::make_unique<Packer>(std::move(*p));
+}
+
+absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const TokenFileReader* tokens) {
+  absl::StatusOr<Packer> p = Packer::Create(tokens, PackerOptionsFor(config, PackerSplit::kEval));
+  if (!p.ok()) return p.status();
+  return std::make_unique<Packer>(std::move(*p));
+}
+
+Trainer::~Trainer() = default;
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
+                                                         std::unique_ptr<Communicator> comm) {
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->config_ = config;
+  t->comm_ = std::move(comm);
+  absl::StatusOr<ModelDims> dims = ResolveModelConfig(config.model());
+  if (!dims.ok()) return dims.status();
+  t->dims_ = *dims;
+  if (config.threads() > 0) {
+    omp_set_num_threads(config.threads());
+    openblas_set_num_threads(config.threads());
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config.backend());
+  if (!backend.ok()) return absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message()));
+  t->backend_ = std::move(*backend);
+
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config.data().tokenizer());
+  if (!tok.ok()) return absl::InvalidArgumentError(absl::StrCat("data.tokenizer: ", tok.status().message()));
+  t->tokenizer_ = std::move(*tok);
+  if (t->tokenizer_->vocab_size() > t->dims_.vocab)
+    return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", t->dims_.vocab, " is smaller than tokenizer '",
+                                                   t->tokenizer_->name(), "' (", t->tokenizer_->vocab_size(), " ids)"));
+  if (config.data().path().empty())
+    return absl::InvalidArgumentError("data.path: empty; point it at a token file built by `longctx data build`");
+  absl::StatusOr<TokenFileReader> tokens = TokenFileReader::Open(config.data().path());
+  if (!tokens.ok())
+    return absl::Status(tokens.status().code(), absl::StrCat("data.path: ", tokens.status().message()));
+  t->tokens_ = std::make_unique<TokenFileReader>(std::move(*tokens));
+  if (t->tokens_->vocab_size() > t->dims_.vocab)
+    return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", t->dims_.vocab, " < vocab of ",
+                                                   config.data().path(), " (", t->tokens_->vocab_size(), ")"));
+  absl::StatusOr<std::unique_ptr<Packer>> packer = MakeTrainPacker(config, t->tokens_.get());
+  if (!packer.ok()) return packer.status();
+  t->train_packer_ = std::move(*packer);
+
+  t->model_ = std::make_unique<Transformer>(t->dims_, t->backend_.get(), DType::kF32);
+  AdamWSettings s;
+  s.beta1 = config.optim().beta1();
+  s.beta2 = config.optim().beta2();
+  s.eps = config.optim().eps();
+  s.weight_decay = config.optim().weight_decay();
+  s.grad_clip = config.optim().grad_clip();
+  s.decay_norms = config.optim().decay_norms();
+  t->optimizer_ = std::make_unique<AdamW>(&t->model_->layout(), t->backend_.get(), DType::kF32, s);
+  t->device_batch_ = std::make_unique<DeviceBatch>(t->backend_.get());
+
+  absl::StatusOr<std::optional<std::string>> latest = FindLatestCheckpoint(config.out_dir());
+  if (!latest.ok()) return latest.status();
+  if (latest->has_value()) {
+    absl::Status st = t->Resume(**latest);
+    if (!st.ok()) return st;
+  } else {
+    t->model_->InitParams(config.seed());
+  }
+  if (t->comm_->rank() == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(config.out_dir(), ec);
+    if (ec) return absl::UnavailableError(absl::StrCat("out_dir: cannot create ", config.out_dir(), ": ", ec.message()));
+    absl::StatusOr<MetricsWriter> m = MetricsWriter::Open(config.out_dir() + "/metrics.jsonl");
+    if (!m.ok()) return m.status();
+    t->metrics_.emplace(std::move(*m));
+  }
+  return t;
+}
+
+absl::Status Trainer::Resume(const std::string& dir) {
+  absl::StatusOr<TrainConfig> saved = LoadCheckpointConfig(dir);
+  if (!saved.ok()) return saved.status();
+  if (!google::protobuf::util::MessageDifferencer::Equals(saved->model(), config_.model()))
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": this checkpoint was trained with a different model config; use a new out_dir or the same model"));
+  absl::Status st = LoadModelWeights(dir, model_.get());
+  if (st.ok()) st = LoadOptimizerState(dir, optimizer_.get());
+  if (!st.ok()) return st;
+  absl::StatusOr<nlohmann::json> state = LoadTrainerState(dir);
+  if (!state.ok()) return state.status();
+  try {
+    step_ = state->at("step").get<int64_t>();
+    tokens_seen_ = state->at("tokens_seen").get<int64_t>();
+    absl::StatusOr<PackerCursor> cursor = PackerCursorFromJson(state->at("packer_cursor"));
+    if (!cursor.ok()) return cursor.status();
+    st = train_packer_->Seek(*cursor);
+    if (!st.ok()) return st;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat(dir, "/", kTrainerStateFile, ": ", e.what()));
+  }
+  optimizer_->set_step(step_);
+  LOG(INFO) << "resumed from " << dir << " at step " << step_;
+  return absl::OkStatus();
+}
+
+nlohmann::json Trainer::StateJson(const PackerCursor& last_batch_cursor) const {
+  nlohmann::json j;
+  j["step"] = step_;
+  j["tokens_seen"] = tokens_seen_;
+  j["seed"] = config_.seed();
+  j["packer_cursor"] = PackerCursorToJson(train_packer_->cursor());
+  j["last_batch_cursor"] = PackerCursorToJson(last_batch_cursor);
+  j["last_loss"] = last_loss_;
+  j["lr"] = last_lr_;
+  j["world_size"] = comm_->world_size();
+  return j;
+}
+
+absl::StatusOr<std::string> Trainer::Save(const PackerCursor& last_batch_cursor, const PackedBatch* last_batch) {
+  nlohmann::json state = StateJson(last_batch_cursor);
+  if (last_batch != nullptr) {
+    // The saved weights' loss on the last step's first micro-batch: what
+    // `longctx eval --batch=last_train` recomputes from this checkpoint.
+    EvalResult r = EvaluateBatch(*model_, *last_batch, *device_batch_);
+    state["checkpoint_batch_loss"] = r.mean();
+    state["checkpoint_batch_tokens"] = r.tokens;
+  }
+  if (comm_->rank() != 0) return std::string();
+  return SaveCheckpoint(config_.out_dir(), step_, config_, *model_, optimizer_.get(), state,
+                        config_.keep_checkpoints(), tokenizer_->bos_id(), tokenizer_->eos_id());
+}
+
+absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
+  TrainSummary summary;
+  summary.start_step = step_;
+  const int world = comm_->world_size(), rank = comm_->rank();
+  const int accum = config_.grad_accum();
+  const int64_t total_steps = config_.steps();
+  const int64_t decay_steps = config_.optim().decay_steps() > 0 ? config_.optim().decay_steps() : total_steps;
+  std::vector<PackedBatch> micro(accum * world);
+  PackerCursor last_batch_cursor = train_packer_->cursor();
+  bool have_last = false;
+  int64_t window_tokens = 0;
+  auto window_start = Clock::now();
+  const auto run_start = Clock::now();
+  int64_t steps_this_run = 0;
+  std::string last_ckpt;
+
+  if (rank == 0)
+    std::printf("longctx train: %s | %s | %d layers [%s] | %lld params | seq %d x batch %d x accum %d x world %d\n",
+                dims_.name.c_str(), backend_->name().c_str(), dims_.layers,
+                LayerKindsString(dims_.kinds).c_str(), static_cast<long long>(model_->layout().total()),
+                config_.data().seq_len(), config_.data().batch_size(), accum, world);
+
+  while (step_ < total_steps && (max_steps_this_run <= 0 || steps_this_run < max_steps_this_run)) {
+    const int64_t next = step_ + 1;
+    const double lr = WarmupCosineLr(next, config_.optim().lr(), config_.optim().min_lr(),
+                                     config_.optim().warmup_steps(), decay_steps);
+    last_batch_cursor = train_packer_->cursor();
+    int64_t target_tokens = 0;
+    for (auto& b : micro) {
+      absl::StatusOr<PackedBatch> batch = train_packer_->Next();
+      if (!batch.ok()) return batch.status();
+      b = std::move(*batch);
+      target_tokens += b.num_target_tokens;
+    }
+    if (target_tokens == 0) return absl::DataLossError(absl::StrCat("step ", next, ": batch has no target tokens"));
+    model_->grads().Zero();
+    double loss_sum = 0;
+    for (int i = rank; i < static_cast<int>(micro.size()); i += world) {
+      BatchTensors t = device_batch_->Upload(micro[i]);
+      loss_sum += model_->ForwardBackward(t, 1.0 / static_cast<double>(target_tokens), /*backward=*/true);
+    }
+    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
+      absl::Status st = comm_->AllReduceSum(model_->grads().buffer(b));
+      if (!st.ok()) return st;
+    }
+    absl::Status st = comm_->AllReduceSum(&loss_sum, 1);
+    if (!st.ok()) return st;
+    const double loss = loss_sum / static_cast<double>(target_tokens);
+    if (!std::isfinite(loss) && config_.stop_on_nonfinite())
+      return absl::InternalError(absl::StrFormat(
+          "step %d: training loss is %f; stopping without updating or saving (last checkpoint: %s)", next, loss,
+          last_ckpt.empty() ? "none from this run" : last_ckpt));
+    StepStats stats = optimizer_->Step(model_->params(), model_->grads(), lr);
+    if (!std::isfinite(stats.grad_norm) && config_.stop_on_nonfinite())
+      return absl::InternalError(absl::StrFormat("step %d: gradient norm is %f (loss %f); stopping", next,
+                                                 stats.grad_norm, loss));
+    step_ = next;
+    ++steps_this_run;
+    last_loss_ = loss;
+    last_lr_ = lr;
+    tokens_seen_ += static_cast<int64_t>(micro.size()) * config_.data().seq_len() * config_.data().batch_size();
+    window_tokens += static_cast<int64_t>(micro.size()) * config_.data().seq_len() * config_.data().batch_size();
+    have_last = true;
+    if (steps_this_run == 1) summary.first_loss = loss;
+
+    if (step_ % config_.log_every() == 0 || step_ == total_steps) {
+      const auto now = Clock::now();
+      const double dt = Seconds(window_start, now);
+      const double tps = dt > 0 ? window_tokens / dt : 0;
+      summary.tokens_per_second = tps;
+      if (rank == 0) {
+        std::printf("step %6lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | %.0f tok/s | %.1f s\n",
+                    static_cast<long long>(step_), static_cast<long long>(total_steps), loss, lr, stats.grad_norm,
+                    tps, Seconds(run_start, now));
+        std::fflush(stdout);
+        nlohmann::json ev = {{"kind", "train"}, {"step", step_},        {"loss", loss},
+                             {"lr", lr},        {"grad_norm", stats.grad_norm}, {"clip_scale", stats.clip_scale},
+                             {"tokens_seen", tokens_seen_}, {"tokens_per_s", tps}};
+        st = metrics_->Write(ev);
+        if (!st.ok()) return st;
+      }
+      window_tokens = 0;
+      window_start = Clock::now();
+    }
+    if (config_.eval_every() > 0 && step_ % config_.eval_every() == 0 && step_ != total_steps) {
+      absl::StatusOr<std::unique_ptr<Packer>> ep = MakeEvalPacker(config_, tokens_.get());
+      if (!ep.ok()) return ep.status();
+      absl::StatusOr<EvalResult> ev = EvaluateLoss(*model_, **ep, *device_batch_, config_.eval_batches());
+      if (!ev.ok()) return ev.status();
+      if (rank == 0) {
+        std::printf("eval   step %lld | loss %.4f over %lld tokens\n", static_cast<long long>(step_), ev->mean(),
+                    static_cast<long long>(ev->tokens));
+        st = metrics_->Write({{"kind", "eval"}, {"step", step_}, {"loss", ev->mean()}, {"tokens", ev->tokens}});
+        if (!st.ok()) return st;
+      }
+    }
+    if (config_.ckpt_every() > 0 && step_ % config_.ckpt_every() == 0 && step_ != total_steps) {
+      absl::StatusOr<std::string> path = Save(last_batch_cursor, &micro[0]);
+      if (!path.ok()) return path.status();
+      last_ckpt = *path;
+      if (rank == 0) std::printf("checkpoint %s\n", path->c_str());
+    }
+  }
+  summary.final_step = step_;
+  summary.last_loss = last_loss_;
+  if (step_ == total_steps) {
+    // Final checkpoint, final batch loss and eval.
+    absl::StatusOr<std::string> path = Save(last_batch_cursor, have_last ? &micro[0] : nullptr);
+    if (!path.ok()) return path.status();
+    summary.checkpoint = *path;
+    if (have_last) summary.final_batch_loss = EvaluateBatch(*model_, micro[0], *device_batch_).mean();
+    absl::StatusOr<std::unique_ptr<Packer>> ep = MakeEvalPacker(config_, tokens_.get());
+    if (!ep.ok()) return ep.status();
+    absl::StatusOr<EvalResult> ev = EvaluateLoss(*model_, **ep, *device_batch_, config_.eval_batches());
+    if (!ev.ok()) return ev.status();
+    summary.eval_loss = ev->mean();
+    summary.eval_tokens = ev->tokens;
+    if (rank == 0) {
+      std::printf("checkpoint %s\n", path->c_str());
+      std::printf("eval   step %lld | loss %.4f over %lld tokens\n", static_cast<long long>(step_), ev->mean(),
+                  static_cast<long long>(ev->tokens));
+      absl::Status st = metrics_->Write({{"kind", "eval"}, {"step", step_}, {"loss", ev->mean()}, {"tokens", ev->tokens}});
+      if (!st.ok()) return st;
+    }
+  } else if (steps_this_run > 0) {
+    absl::StatusOr<std::string> path = Save(last_batch_cursor, &micro[0]);
+    if (!path.ok()) return path.status();
+    summary.checkpoint = *path;
+  }
+  return summary;
+}
+
+}  // namespace longctx

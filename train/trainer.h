@@ -1,0 +1,84 @@
+// Why: the training loop as separate parts wired once: config → model,
+// optimizer, data, checkpoints, metrics. Run() is the whole loop; every
+// recoverable failure (bad data, NaN loss, full disk) comes back as a Status
+// that says what and where, after which the last complete checkpoint is intact.
+#ifndef LONGCTX_TRAIN_TRAINER_H_
+#define LONGCTX_TRAIN_TRAINER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "data/packer.h"
+#include "data/token_file.h"
+#include "data/tokenizer.h"
+#include "kernels/backend.h"
+#include "launch/communicator.h"
+#include "model/config.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
+#include "train/device_batch.h"
+#include "train/metrics.h"
+#include "train/train.pb.h"
+
+namespace longctx {
+
+struct TrainSummary {
+  int64_t start_step = 0;     // 0 for a fresh run, else the resumed checkpoint's step
+  int64_t final_step = 0;
+  double first_loss = 0;      // training loss of the first step this run took
+  double last_loss = 0;       // training loss of the last step (weights before its update)
+  double final_batch_loss = 0;  // loss of the final weights on the last step's first micro-batch
+  double eval_loss = 0;       // final weights on the eval split
+  int64_t eval_tokens = 0;
+  std::string checkpoint;     // last checkpoint written
+  double tokens_per_second = 0;
+};
+
+class Trainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
+                                                         std::unique_ptr<Communicator> comm);
+  ~Trainer();
+
+  // Trains from the current step to config.steps. When max_steps_this_run > 0,
+  // stops after that many steps (used to simulate an interruption in tests).
+  absl::StatusOr<TrainSummary> Run(int64_t max_steps_this_run = 0);
+
+  int64_t step() const { return step_; }
+  Transformer& model() { return *model_; }
+  const TrainConfig& config() const { return config_; }
+
+ private:
+  Trainer() = default;
+  absl::Status Resume(const std::string& checkpoint_dir);
+  absl::StatusOr<std::string> Save(const PackerCursor& last_batch_cursor, const PackedBatch* last_batch);
+  nlohmann::json StateJson(const PackerCursor& last_batch_cursor) const;
+
+  TrainConfig config_;
+  ModelDims dims_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<TokenFileReader> tokens_;
+  std::unique_ptr<Packer> train_packer_;
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<DeviceBatch> device_batch_;
+  std::optional<MetricsWriter> metrics_;
+  int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
+  double last_loss_ = 0;
+  double last_lr_ = 0;
+};
+
+// Loss evaluation packer over the config's eval split, from its start.
+absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const TokenFileReader* tokens);
+absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const TokenFileReader* tokens);
+
+}  // namespace longctx
+
+#endif  // LONGCTX_TRAIN_TRAINER_H_
