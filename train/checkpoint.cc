@@ -81,7 +81,7 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& out_dir, int64_t s
   }
   nlohmann::json hf = HfConfigJson(model.dims(), config.model(), bos_id, eos_id);
   absl::Status st = WriteFileAtomic(writer->path(kHfConfigFile), hf.dump(2) + "\n");
-  if (st.ok()) st = WriteFileAtomic(writer->path(kTrainConfigFile), ToTextProto(config));
+  if (st.ok()) st = WriteFileAtomic(writer->path(kTrainConfigFile), ToTextProto(config, /*include_defaults=*/true));
   if (st.ok()) st = WriteFileAtomic(writer->path(kTrainerStateFile), trainer_state.dump(2) + "\n");
   if (st.ok()) st = writer->Commit();
   if (!st.ok()) return st;

@@ -1,1 +1,0 @@
-// Placeholder until model/ lands (deleted then).

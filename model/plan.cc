@@ -1,0 +1,285 @@
+// Why: see plan.h. Everything here is closed-form arithmetic on ModelDims in
+// int64 (doubles only where a mean is fractional), so the plan for an 8B model
+// costs nothing to compute and never touches a Backend.
+#include "model/plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace longctx {
+
+ParamCounts CountParams(const ModelDims& d) {
+  ParamCounts p;
+  const int64_t D = d.hidden, V = d.vocab, F = d.ffn, hd = d.head_dim;
+  p.embedding = V * D;
+  p.q = static_cast<int64_t>(d.q_dim()) * D;
+  p.k = static_cast<int64_t>(d.kv_dim()) * D;
+  p.v = p.k;
+  p.o = D * d.q_dim();
+  p.qk_norm = d.qk_norm ? 2 * hd : 0;
+  p.attention_per_layer = p.q + p.k + p.v + p.o + p.qk_norm;
+  p.gate = F * D;
+  p.up = F * D;
+  p.down = D * F;
+  p.mlp_per_layer = p.gate + p.up + p.down;
+  p.norms_per_layer = 2 * D;
+  p.per_layer = p.attention_per_layer + p.mlp_per_layer + p.norms_per_layer;
+  p.layers_total = p.per_layer * d.layers;
+  p.final_norm = D;
+  p.lm_head = d.tied ? 0 : V * D;
+  p.total = p.embedding + p.layers_total + p.final_norm + p.lm_head;
+  const int64_t layer_matmul = p.q + p.k + p.v + p.o + p.mlp_per_layer;
+  p.matmul = layer_matmul * d.layers + V * D;  // the LM-head product (own matrix or the tied embedding)
+  return p;
+}
+
+double MeanKeysPerQuery(int64_t T, int64_t w) {
+  if (T <= 0) return 0;
+  if (w <= 0 || w >= T) return (static_cast<double>(T) + 1.0) / 2.0;
+  // Queries 0..w-1 see i+1 keys, the remaining T-w see w.
+  const double sum = static_cast<double>(w) * (w + 1) / 2.0 + static_cast<double>(T - w) * w;
+  return sum / static_cast<double>(T);
+}
+
+FlopCounts CountTrainingFlops(const ModelDims& d, int64_t T) {
+  FlopCounts f;
+  f.seq_len = T;
+  const ParamCounts p = CountParams(d);
+  f.matmul_per_token = 6.0 * static_cast<double>(p.matmul);
+  // Per key: q·k (2 q_dim) and p·v (2 q_dim) forward; backward twice that.
+  for (int l = 0; l < d.layers; ++l) {
+    const double keys = MeanKeysPerQuery(T, d.layer_window(l));
+    f.mean_keys.push_back(keys);
+    f.attention_per_token += 12.0 * d.q_dim() * keys;
+  }
+  f.total_per_token = f.matmul_per_token + f.attention_per_token;
+  f.standard_attention_per_token = 12.0 * d.layers * static_cast<double>(T) * d.hidden;
+  f.standard_total_per_token = f.matmul_per_token + f.standard_attention_per_token;
+  return f;
+}
+
+MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq_len,
+                                  int64_t logits_chunk_tokens) {
+  MemoryPlan m;
+  constexpr int64_t kF32 = 4, kI32 = 4;
+  m.batch = batch;
+  m.seq_len = seq_len;
+  m.tokens = batch * seq_len;
+  const ParamCounts p = CountParams(d);
+  m.weights = p.total * kF32;
+  m.grads = p.total * kF32;
+  m.adam_m = p.total * kF32;
+  m.adam_v = p.total * kF32;
+
+  const int64_t D = d.hidden, F = d.ffn, H = d.heads, Hkv = d.kv_heads;
+  // What Forward keeps per layer per token for Backward.
+  int64_t per = 0;
+  per += D;                // layer input x
+  per += D + 1;            // norm1 output, rstd1
+  per += d.qkv_dim();      // q|k|v (after RoPE / qk-norm)
+  per += d.q_dim();        // attention output (before o_proj)
+  per += H;                // log-sum-exp per head
+  per += D;                // mid residual (x + attn)
+  per += D + 1;            // norm2 output, rstd2
+  per += 2 * F;            // gate|up
+  per += F;                // swiglu output (before down_proj)
+  if (d.qk_norm) {
+    per += static_cast<int64_t>(H + Hkv) * d.head_dim;  // q, k before their norm
+    per += H + Hkv;                                      // their rstd
+  }
+  m.layer_floats_per_token = per;
+  m.layer_activations = static_cast<int64_t>(d.layers) * m.tokens * per * kF32;
+  m.final_norm = m.tokens * (D + 1) * kF32;
+  m.token_buffers = m.tokens * 3 * kI32;
+  m.logits_chunk_tokens = std::min(logits_chunk_tokens, m.tokens);
+  m.logits_chunk = m.logits_chunk_tokens * static_cast<int64_t>(d.vocab) * kF32;
+  // Backward scratch, reused by every layer: dx and d_mid, dqkv, d_attn_out,
+  // dgate_up, dh (gradient of the swiglu output).
+  m.scratch_floats_per_token = 2 * D + d.qkv_dim() + d.q_dim() + 2 * F + F;
+  m.backward_scratch = m.tokens * m.scratch_floats_per_token * kF32;
+  m.activations = m.layer_activations + m.final_norm + m.token_buffers + m.logits_chunk + m.backward_scratch;
+  m.total = m.weights + m.grads + m.adam_m + m.adam_v + m.activations;
+  return m;
+}
+
+Plan MakePlan(const ModelDims& dims, const PlanOptions& options) {
+  Plan plan;
+  plan.dims = dims;
+  plan.options = options;
+  plan.params = CountParams(dims);
+  plan.flops = CountTrainingFlops(dims, options.seq_len);
+  plan.memory = EstimateTrainingMemory(dims, options.batch, options.seq_len, options.logits_chunk_tokens);
+  return plan;
+}
+
+namespace {
+
+std::string Commas(int64_t n) {
+  std::string digits = absl::StrCat(n < 0 ? -n : n);
+  std::string out;
+  const int len = static_cast<int>(digits.size());
+  for (int i = 0; i < len; ++i) {
+    if (i > 0 && (len - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string Bytes(int64_t b) {
+  const double x = static_cast<double>(b);
+  if (x >= 1024.0 * 1024 * 1024) return absl::StrFormat("%.2f GiB", x / (1024.0 * 1024 * 1024));
+  if (x >= 1024.0 * 1024) return absl::StrFormat("%.2f MiB", x / (1024.0 * 1024));
+  if (x >= 1024.0) return absl::StrFormat("%.2f KiB", x / 1024.0);
+  return absl::StrCat(b, " B");
+}
+
+std::string Short(double n) {
+  if (n >= 1e9) return absl::StrFormat("%.2fB", n / 1e9);
+  if (n >= 1e6) return absl::StrFormat("%.2fM", n / 1e6);
+  if (n >= 1e3) return absl::StrFormat("%.1fk", n / 1e3);
+  return absl::StrFormat("%.0f", n);
+}
+
+std::string Row(const std::string& label, const std::string& value, const std::string& note = "") {
+  std::string s = absl::StrFormat("  %-30s %20s", label, value);
+  if (!note.empty()) absl::StrAppend(&s, "   ", note);
+  absl::StrAppend(&s, "\n");
+  return s;
+}
+
+std::string Pct(double part, double whole) {
+  return whole > 0 ? absl::StrFormat("%5.1f%%", 100.0 * part / whole) : "";
+}
+
+}  // namespace
+
+std::string FormatPlan(const Plan& plan) {
+  const ModelDims& d = plan.dims;
+  const ParamCounts& p = plan.params;
+  const FlopCounts& f = plan.flops;
+  const MemoryPlan& m = plan.memory;
+  std::string s;
+  absl::StrAppend(&s, "Model ", d.name, ": ", d.layers, " layers, hidden ", d.hidden, ", heads ", d.heads,
+                  " (kv ", d.kv_heads, ", head_dim ", d.head_dim, "), ffn ", d.ffn, ", vocab ", d.vocab, ", ",
+                  d.tied ? "tied" : "untied", " embeddings", d.qk_norm ? ", qk-norm" : "", "\n");
+  absl::StrAppend(&s, "Layers: ", LayerKindsString(d.kinds), "   (R = RoPE full",
+                  d.any_sliding() ? absl::StrCat(", S = RoPE window ", d.window) : "", ", N = NoPE full; ",
+                  d.any_rope() ? absl::StrCat("rope_dim ", d.rope_dim, ", theta ", d.theta) : "no RoPE", ")\n\n");
+
+  const double total = static_cast<double>(p.total);
+  absl::StrAppend(&s, "Parameters\n");
+  s += Row("embedding", Commas(p.embedding), Pct(p.embedding, total));
+  s += Row("attention / layer", Commas(p.attention_per_layer),
+           absl::StrCat("q ", Commas(p.q), ", k ", Commas(p.k), ", v ", Commas(p.v), ", o ", Commas(p.o),
+                        p.qk_norm ? absl::StrCat(", q/k norm ", Commas(p.qk_norm)) : ""));
+  s += Row("mlp / layer", Commas(p.mlp_per_layer),
+           absl::StrCat("gate ", Commas(p.gate), ", up ", Commas(p.up), ", down ", Commas(p.down)));
+  s += Row("norms / layer", Commas(p.norms_per_layer));
+  s += Row("one layer", Commas(p.per_layer));
+  s += Row(absl::StrCat("all ", d.layers, " layers"), Commas(p.layers_total), Pct(p.layers_total, total));
+  s += Row("final norm", Commas(p.final_norm));
+  s += Row("lm head", Commas(p.lm_head), d.tied ? "tied to the embedding" : Pct(p.lm_head, total));
+  s += Row("total", Commas(p.total), Short(total));
+  s += Row("in matrix products (N)", Commas(p.matmul), "layer matrices + LM head");
+  s += "\n";
+
+  const int64_t tokens_per_step = plan.options.batch * plan.options.seq_len * plan.options.grad_accum;
+  absl::StrAppend(&s, "Training FLOPs per token at T = ", f.seq_len, "\n");
+  s += Row("matmul (6 N)", absl::StrFormat("%.4g", f.matmul_per_token));
+  s += Row("attention (as computed)", absl::StrFormat("%.4g", f.attention_per_token),
+           "12 x heads x head_dim x mean keys, per layer");
+  s += Row("total", absl::StrFormat("%.4g", f.total_per_token));
+  s += Row("standard 12 L T D attention", absl::StrFormat("%.4g", f.standard_attention_per_token));
+  s += Row("standard total", absl::StrFormat("%.4g", f.standard_total_per_token));
+  s += Row(absl::StrCat("per step (", Commas(tokens_per_step), " tok)"),
+           absl::StrFormat("%.4g", f.total_per_token * static_cast<double>(tokens_per_step)),
+           absl::StrCat("batch ", plan.options.batch, " x seq ", plan.options.seq_len, " x accum ",
+                        plan.options.grad_accum));
+  s += "\n";
+
+  absl::StrAppend(&s, "Training memory, fp32, micro-batch ", m.batch, " x ", m.seq_len, " = ", Commas(m.tokens),
+                  " tokens\n");
+  const double mt = static_cast<double>(m.total);
+  s += Row("weights", Bytes(m.weights), Pct(m.weights, mt));
+  s += Row("grads", Bytes(m.grads), Pct(m.grads, mt));
+  s += Row("adamw m", Bytes(m.adam_m), Pct(m.adam_m, mt));
+  s += Row("adamw v", Bytes(m.adam_v), Pct(m.adam_v, mt));
+  s += Row("activations: layers", Bytes(m.layer_activations),
+           absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / layer"));
+  s += Row("activations: final norm", Bytes(m.final_norm));
+  s += Row("activations: token ids", Bytes(m.token_buffers), "ids, targets, positions (int32)");
+  s += Row("activations: logits chunk", Bytes(m.logits_chunk), absl::StrCat(m.logits_chunk_tokens, " x vocab"));
+  s += Row("activations: bwd scratch", Bytes(m.backward_scratch),
+           absl::StrCat(Commas(m.scratch_floats_per_token), " floats / token, reused per layer"));
+  s += Row("activations total", Bytes(m.activations), Pct(m.activations, mt));
+  s += Row("total", Bytes(m.total), absl::StrCat(Commas(m.total), " bytes"));
+  return s;
+}
+
+nlohmann::json PlanToJson(const Plan& plan) {
+  const ModelDims& d = plan.dims;
+  const ParamCounts& p = plan.params;
+  const FlopCounts& f = plan.flops;
+  const MemoryPlan& m = plan.memory;
+  nlohmann::json j;
+  std::vector<std::string> kinds;
+  for (AttentionKind k : d.kinds) kinds.push_back(AttentionKind_Name(k));
+  j["model"] = {{"name", d.name},         {"vocab", d.vocab},       {"hidden", d.hidden},
+                {"layers", d.layers},     {"heads", d.heads},       {"kv_heads", d.kv_heads},
+                {"head_dim", d.head_dim}, {"ffn", d.ffn},           {"rope_dim", d.rope_dim},
+                {"window", d.window},     {"tied", d.tied},         {"qk_norm", d.qk_norm},
+                {"layer_kinds", kinds}};
+  j["options"] = {{"batch", plan.options.batch},
+                  {"seq_len", plan.options.seq_len},
+                  {"grad_accum", plan.options.grad_accum},
+                  {"logits_chunk_tokens", plan.options.logits_chunk_tokens}};
+  j["params"] = {{"embedding", p.embedding},
+                 {"q", p.q},
+                 {"k", p.k},
+                 {"v", p.v},
+                 {"o", p.o},
+                 {"qk_norm", p.qk_norm},
+                 {"attention_per_layer", p.attention_per_layer},
+                 {"gate", p.gate},
+                 {"up", p.up},
+                 {"down", p.down},
+                 {"mlp_per_layer", p.mlp_per_layer},
+                 {"norms_per_layer", p.norms_per_layer},
+                 {"per_layer", p.per_layer},
+                 {"layers_total", p.layers_total},
+                 {"final_norm", p.final_norm},
+                 {"lm_head", p.lm_head},
+                 {"total", p.total},
+                 {"matmul", p.matmul}};
+  j["flops_per_token"] = {{"seq_len", f.seq_len},
+                          {"matmul", f.matmul_per_token},
+                          {"attention", f.attention_per_token},
+                          {"total", f.total_per_token},
+                          {"standard_attention", f.standard_attention_per_token},
+                          {"standard_total", f.standard_total_per_token},
+                          {"mean_keys_per_layer", f.mean_keys}};
+  j["flops_per_step"] = f.total_per_token * static_cast<double>(plan.options.batch * plan.options.seq_len *
+                                                                plan.options.grad_accum);
+  j["memory_bytes"] = {{"batch", m.batch},
+                       {"seq_len", m.seq_len},
+                       {"tokens", m.tokens},
+                       {"weights", m.weights},
+                       {"grads", m.grads},
+                       {"adam_m", m.adam_m},
+                       {"adam_v", m.adam_v},
+                       {"layer_floats_per_token", m.layer_floats_per_token},
+                       {"layer_activations", m.layer_activations},
+                       {"final_norm", m.final_norm},
+                       {"token_buffers", m.token_buffers},
+                       {"logits_chunk_tokens", m.logits_chunk_tokens},
+                       {"logits_chunk", m.logits_chunk},
+                       {"scratch_floats_per_token", m.scratch_floats_per_token},
+                       {"backward_scratch", m.backward_scratch},
+                       {"activations", m.activations},
+                       {"total", m.total}};
+  return j;
+}
+
+}  // namespace longctx

@@ -1,0 +1,105 @@
+// Why: before anyone rents a GPU for a run, `longctx plan` answers "how many
+// parameters, how many FLOPs, how much memory" from the config alone, without
+// allocating the model. The numbers are exact counts of what longctx's own
+// trainer stores (the activation list mirrors model/transformer.cc), so a plan
+// that says a run fits is a promise, and the parameter count is checked
+// against the published sizes (TinyLlama-1.1B: 1,100,048,384).
+#ifndef LONGCTX_MODEL_PLAN_H_
+#define LONGCTX_MODEL_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+
+namespace longctx {
+
+// Exact parameter counts. Per-layer figures are the same for every layer.
+struct ParamCounts {
+  int64_t embedding = 0;  // vocab × hidden
+  // Attention, one layer.
+  int64_t q = 0, k = 0, v = 0, o = 0;
+  int64_t qk_norm = 0;         // 2 × head_dim when qk_norm, else 0
+  int64_t attention_per_layer = 0;
+  // MLP, one layer.
+  int64_t gate = 0, up = 0, down = 0;
+  int64_t mlp_per_layer = 0;
+  int64_t norms_per_layer = 0;  // input_layernorm + post_attention_layernorm = 2 × hidden
+  int64_t per_layer = 0;
+  int64_t layers_total = 0;     // layers × per_layer
+  int64_t final_norm = 0;
+  int64_t lm_head = 0;          // 0 when tied
+  int64_t total = 0;
+  // Parameters that take part in a matrix product per token: every layer
+  // matrix plus the LM head (the embedding matrix when tied). The embedding
+  // lookup is a gather, not a product, and norm weights are elementwise.
+  int64_t matmul = 0;
+};
+
+// Training FLOPs per token (forward + backward = 3 × forward) for one step at
+// sequence length T, every row one full-length causal segment.
+struct FlopCounts {
+  int64_t seq_len = 0;
+  double matmul_per_token = 0;     // 6 × ParamCounts::matmul
+  // Σ over layers 12 × heads × head_dim × mean keys per query; the mean is
+  // (T+1)/2 for a causal full layer and mean_i min(i+1, w) for window w.
+  double attention_per_token = 0;
+  double total_per_token = 0;      // matmul + attention
+  // The usual estimate 12 × layers × T × hidden (no causal halving, no windows,
+  // hidden in place of heads × head_dim), for comparison.
+  double standard_attention_per_token = 0;
+  double standard_total_per_token = 0;
+  std::vector<double> mean_keys;   // per layer
+};
+
+// Training memory in bytes, fp32, for one micro-batch of batch × seq_len tokens.
+struct MemoryPlan {
+  int64_t batch = 0, seq_len = 0, tokens = 0;
+  int64_t logits_chunk_tokens = 0;  // rows of the LM-head logits chunk (min(chunk, tokens))
+  int64_t weights = 0, grads = 0, adam_m = 0, adam_v = 0;
+  // Activations.
+  int64_t layer_floats_per_token = 0;  // stored per layer per token (see plan.cc)
+  int64_t layer_activations = 0;       // layers × tokens × layer_floats_per_token × 4
+  int64_t final_norm = 0;              // tokens × (hidden + 1) × 4
+  int64_t token_buffers = 0;           // tokens × 3 int32 (ids, targets, positions)
+  int64_t logits_chunk = 0;            // logits_chunk_tokens × vocab × 4
+  int64_t scratch_floats_per_token = 0;
+  int64_t backward_scratch = 0;        // tokens × scratch_floats_per_token × 4, reused by every layer
+  int64_t activations = 0;             // the five activation lines above
+  int64_t total = 0;                   // weights + grads + m + v + activations
+};
+
+struct PlanOptions {
+  int64_t batch = 1;        // rows per micro-batch
+  int64_t seq_len = 2048;   // tokens per row
+  int64_t grad_accum = 1;   // micro-batches per optimizer step (FLOPs per step)
+  int64_t logits_chunk_tokens = 256;
+};
+
+struct Plan {
+  ModelDims dims;
+  PlanOptions options;
+  ParamCounts params;
+  FlopCounts flops;
+  MemoryPlan memory;
+};
+
+ParamCounts CountParams(const ModelDims& dims);
+// Mean over queries i = 0..T-1 of the keys query i attends: min(i + 1, window),
+// window 0 = full causal ((T+1)/2).
+double MeanKeysPerQuery(int64_t seq_len, int64_t window);
+FlopCounts CountTrainingFlops(const ModelDims& dims, int64_t seq_len);
+MemoryPlan EstimateTrainingMemory(const ModelDims& dims, int64_t batch, int64_t seq_len,
+                                  int64_t logits_chunk_tokens = 256);
+Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
+
+// Human-readable table (counts with thousands separators, bytes in GiB/MiB).
+std::string FormatPlan(const Plan& plan);
+nlohmann::json PlanToJson(const Plan& plan);
+
+}  // namespace longctx
+
+#endif  // LONGCTX_MODEL_PLAN_H_
