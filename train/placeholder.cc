@@ -1,1 +1,0 @@
-// Placeholder until train/ lands (deleted then).
