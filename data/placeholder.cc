@@ -1,1 +1,0 @@
-// Placeholder until data/ lands (deleted then).
