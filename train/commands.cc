@@ -57,6 +57,7 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
   if (!data.empty()) config->mutable_data()->set_path(data);
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   if (!dims.ok()) return Fail(dims.status());
+  SetComputeThreads(config->threads());  // the trainer's thread count: bitwise-equal sums
   absl::StatusOr<TokenFileReader> tokens = TokenFileReader::Open(config->data().path());
   if (!tokens.ok()) return Fail(tokens.status());
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());

@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include <google/protobuf/util/message_differencer.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/log.h"
@@ -44,6 +42,12 @@ PackerOptions PackerOptionsFor(const TrainConfig& config, PackerSplit split) {
 
 }  // namespace
 
+void SetComputeThreads(int threads) {
+  if (threads <= 0) return;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
 absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const TokenFileReader* tokens) {
   absl::StatusOr<Packer> p = Packer::Create(tokens, PackerOptionsFor(config, PackerSplit::kTrain));
   if (!p.ok()) return p.status();
@@ -66,10 +70,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config.model());
   if (!dims.ok()) return dims.status();
   t->dims_ = *dims;
-  if (config.threads() > 0) {
-    omp_set_num_threads(config.threads());
-    openblas_set_num_threads(config.threads());
-  }
+  SetComputeThreads(config.threads());
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config.backend());
   if (!backend.ok()) return absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message()));
   t->backend_ = std::move(*backend);
@@ -92,6 +93,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   absl::StatusOr<std::unique_ptr<Packer>> packer = MakeTrainPacker(config, t->tokens_.get());
   if (!packer.ok()) return packer.status();
   t->train_packer_ = std::move(*packer);
+  if (!MakeEvalPacker(config, t->tokens_.get()).ok()) {
+    LOG(WARNING) << "data.eval_fraction " << config.data().eval_fraction() << " leaves no eval documents in "
+                 << config.data().path() << "; evaluation is skipped";
+    t->has_eval_ = false;
+  }
 
   t->model_ = std::make_unique<Transformer>(t->dims_, t->backend_.get(), DType::kF32);
   AdamWSettings s;
@@ -126,9 +132,19 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
 absl::Status Trainer::Resume(const std::string& dir) {
   absl::StatusOr<TrainConfig> saved = LoadCheckpointConfig(dir);
   if (!saved.ok()) return saved.status();
-  if (!google::protobuf::util::MessageDifferencer::Equals(saved->model(), config_.model()))
+  absl::StatusOr<ModelDims> saved_dims = ResolveModelConfig(saved->model());
+  if (!saved_dims.ok()) return saved_dims.status();
+  if (!(*saved_dims == dims_))
     return absl::FailedPreconditionError(absl::StrCat(
         dir, ": this checkpoint was trained with a different model config; use a new out_dir or the same model"));
+  // The data cursor only means "the next batch" under the same packing settings.
+  const DataConfig &a = saved->data(), &b = config_.data();
+  if (a.seq_len() != b.seq_len() || a.batch_size() != b.batch_size() || a.document_mask() != b.document_mask() ||
+      a.shuffle_seed() != b.shuffle_seed() || a.eval_fraction() != b.eval_fraction() ||
+      saved->grad_accum() != config_.grad_accum())
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": data.seq_len/batch_size/document_mask/shuffle_seed/eval_fraction or grad_accum differ from the "
+             "checkpoint's; exact resume needs the same packing (use a new out_dir to start over)"));
   absl::Status st = LoadModelWeights(dir, model_.get());
   if (st.ok()) st = LoadOptimizerState(dir, optimizer_.get());
   if (!st.ok()) return st;
@@ -260,7 +276,7 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
       window_tokens = 0;
       window_start = Clock::now();
     }
-    if (config_.eval_every() > 0 && step_ % config_.eval_every() == 0 && step_ != total_steps) {
+    if (has_eval_ && config_.eval_every() > 0 && step_ % config_.eval_every() == 0 && step_ != total_steps) {
       absl::StatusOr<std::unique_ptr<Packer>> ep = MakeEvalPacker(config_, tokens_.get());
       if (!ep.ok()) return ep.status();
       absl::StatusOr<EvalResult> ev = EvaluateLoss(*model_, **ep, *device_batch_, config_.eval_batches());
@@ -287,18 +303,21 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     if (!path.ok()) return path.status();
     summary.checkpoint = *path;
     if (have_last) summary.final_batch_loss = EvaluateBatch(*model_, micro[0], *device_batch_).mean();
-    absl::StatusOr<std::unique_ptr<Packer>> ep = MakeEvalPacker(config_, tokens_.get());
-    if (!ep.ok()) return ep.status();
-    absl::StatusOr<EvalResult> ev = EvaluateLoss(*model_, **ep, *device_batch_, config_.eval_batches());
-    if (!ev.ok()) return ev.status();
-    summary.eval_loss = ev->mean();
-    summary.eval_tokens = ev->tokens;
-    if (rank == 0) {
-      std::printf("checkpoint %s\n", path->c_str());
-      std::printf("eval   step %lld | loss %.4f over %lld tokens\n", static_cast<long long>(step_), ev->mean(),
-                  static_cast<long long>(ev->tokens));
-      absl::Status st = metrics_->Write({{"kind", "eval"}, {"step", step_}, {"loss", ev->mean()}, {"tokens", ev->tokens}});
-      if (!st.ok()) return st;
+    if (rank == 0) std::printf("checkpoint %s\n", path->c_str());
+    if (has_eval_) {
+      absl::StatusOr<std::unique_ptr<Packer>> ep = MakeEvalPacker(config_, tokens_.get());
+      if (!ep.ok()) return ep.status();
+      absl::StatusOr<EvalResult> ev = EvaluateLoss(*model_, **ep, *device_batch_, config_.eval_batches());
+      if (!ev.ok()) return ev.status();
+      summary.eval_loss = ev->mean();
+      summary.eval_tokens = ev->tokens;
+      if (rank == 0) {
+        std::printf("eval   step %lld | loss %.4f over %lld tokens\n", static_cast<long long>(step_), ev->mean(),
+                    static_cast<long long>(ev->tokens));
+        absl::Status st =
+            metrics_->Write({{"kind", "eval"}, {"step", step_}, {"loss", ev->mean()}, {"tokens", ev->tokens}});
+        if (!st.ok()) return st;
+      }
     }
   } else if (steps_this_run > 0) {
     absl::StatusOr<std::string> path = Save(last_batch_cursor, &micro[0]);

@@ -73,7 +73,12 @@ class Trainer {
   int64_t tokens_seen_ = 0;
   double last_loss_ = 0;
   double last_lr_ = 0;
+  bool has_eval_ = true;  // false when the eval split has no documents
 };
+
+// Threads for OpenMP and OpenBLAS (0 = leave the defaults: all cores). Runs that
+// must agree bit for bit (resume, eval of a checkpoint) use the same count.
+void SetComputeThreads(int threads);
 
 // Loss evaluation packer over the config's eval split, from its start.
 absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const TokenFileReader* tokens);

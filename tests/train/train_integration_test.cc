@@ -140,8 +140,10 @@ TEST_F(TrainIntegrationTest, BadConfigsGiveOneLineErrorsNamingTheField) {
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << c.overrides << "\n" << r.output;
   }
   // An unknown field inside the file: file:line:col and the field name.
-  ::longctx::testing::WriteFile(tmp_ / "bad.textproto",
-                                ReadFile(SourcePath("configs/tiny-test.textproto")) + "\nmodel { hiden_size: 3 }\n");
+  std::string text = ReadFile(SourcePath("configs/tiny-test.textproto"));
+  ASSERT_NE(text.find("model {"), std::string::npos);
+  text.replace(text.find("model {"), 7, "model {\n  hiden_size: 3");
+  ::longctx::testing::WriteFile(tmp_ / "bad.textproto", text);
   auto r = RunCommand(absl::StrCat(LongctxBinary(), " train --config ", tmp_ / "bad.textproto"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("hiden_size"), std::string::npos) << r.output;
