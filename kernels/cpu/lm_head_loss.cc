@@ -1,0 +1,142 @@
+// Why: the LM head's cross-entropy fused and chunked, because the [N, V] logits
+// of a long context (e.g. 128K tokens x 128K vocab) would not fit in memory.
+// Per chunk of chunk_tokens rows: logits = x_chunk @ W^T (BLAS, from this serial
+// code: OpenBLAS threads itself), a stable log-softmax per row (OpenMP over
+// rows), then, for the backward, the logits buffer is overwritten in place with
+// dlogits and two more GEMMs produce dx_chunk and accumulate dW. Only one
+// [chunk, V] scratch exists; it is a per-thread buffer that grows and is kept
+// across calls, so steady-state training never allocates (or page-faults) it.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/log.h"
+#include "kernels/math/cross_entropy.h"
+
+namespace longctx::cpu {
+namespace {
+
+template <class T>
+DType DTypeOf() {
+  return sizeof(T) == 4 ? DType::kF32 : DType::kF64;
+}
+
+// The [chunk, V] logits scratch: grown on demand, kept for the thread's life.
+template <class T>
+T* LogitsScratch(int64_t elems) {
+  thread_local std::vector<T> buffer;
+  if (static_cast<int64_t>(buffer.size()) < elems) {
+    buffer.clear();
+    buffer.shrink_to_fit();
+    buffer.resize(static_cast<size_t>(elems));
+  }
+  return buffer.data();
+}
+
+template <class T>
+double LmHeadLossImpl(const LmHeadLossParams& p) {
+  const int64_t n = p.x.shape[0], vocab = p.weight.shape[0];
+  if (n == 0) return 0.0;
+  const int64_t chunk = std::min<int64_t>(p.chunk_tokens, n);
+  const int32_t* targets = p.targets.as<int32_t>();
+  const bool want_dx = p.dx.defined(), want_dw = p.dweight.defined();
+  const bool backward = want_dx || want_dw;
+  const T grad_scale = static_cast<T>(p.grad_scale);
+  T* logits = LogitsScratch<T>(chunk * vocab);
+  std::vector<double> row_loss(static_cast<size_t>(chunk));
+  T* losses = p.losses.defined() ? p.losses.as<T>() : nullptr;
+  const int64_t losses_stride = p.losses.defined() ? p.losses.stride0() : 0;
+  double total = 0.0;
+
+  for (int64_t t0 = 0; t0 < n; t0 += chunk) {
+    const int64_t m = std::min(chunk, n - t0);
+    const int32_t* tgt = targets + t0;
+    bool any_valid = false;
+    for (int64_t r = 0; r < m; ++r) any_valid = any_valid || !math::CrossEntropyIgnored(tgt[r]);
+    if (!any_valid) {  // zero loss and gradient: skip the GEMMs
+      if (losses)
+        for (int64_t r = 0; r < m; ++r) losses[(t0 + r) * losses_stride] = T(0);
+      if (want_dx) Fill(p.dx.Rows(t0, t0 + m), 0.0);
+      continue;
+    }
+
+    const Tensor x_chunk = p.x.Rows(t0, t0 + m);
+    const Tensor l(logits, DTypeOf<T>(), {m, vocab});
+    GemmParams fwd;
+    fwd.a = x_chunk;
+    fwd.b = p.weight;
+    fwd.c = l;
+    fwd.trans_b = true;
+    Gemm(fwd);
+
+#pragma omp parallel for schedule(static) if (m * vocab >= (1 << 15) && m > 1)
+    for (int64_t r = 0; r < m; ++r) {
+      T* row = logits + r * vocab;
+      const int32_t target = tgt[r];
+      if (math::CrossEntropyIgnored(target)) {
+        row_loss[r] = 0.0;
+        if (backward)
+          for (int64_t v = 0; v < vocab; ++v) row[v] = T(0);
+        continue;
+      }
+      T mx = row[0];
+#pragma omp simd reduction(max : mx)
+      for (int64_t v = 0; v < vocab; ++v) mx = row[v] > mx ? row[v] : mx;
+      const T target_logit = row[target];
+      double sum = 0.0;
+      if (backward) {
+        for (int64_t v = 0; v < vocab; ++v) {
+          const T e = math::ShiftedExp(row[v], mx);
+          row[v] = e;
+          sum += static_cast<double>(e);
+        }
+      } else {
+        for (int64_t v = 0; v < vocab; ++v) sum += static_cast<double>(math::ShiftedExp(row[v], mx));
+      }
+      const double lse = math::LogSumExpFromShifted<double>(static_cast<double>(mx), sum);
+      row_loss[r] = math::CrossEntropyLoss<double>(lse, static_cast<double>(target_logit));
+      if (backward) {
+        const T inv_sum = static_cast<T>(1.0 / sum);
+        const T target_prob = row[target] * inv_sum;
+        for (int64_t v = 0; v < vocab; ++v) row[v] = math::CrossEntropyGrad(row[v] * inv_sum, false, grad_scale);
+        row[target] = math::CrossEntropyGrad(target_prob, true, grad_scale);
+      }
+    }
+    for (int64_t r = 0; r < m; ++r) {
+      total += row_loss[r];
+      if (losses) losses[(t0 + r) * losses_stride] = static_cast<T>(row_loss[r]);
+    }
+
+    if (want_dx) {  // dx_chunk = dlogits @ W
+      GemmParams g;
+      g.a = l;
+      g.b = p.weight;
+      g.c = p.dx.Rows(t0, t0 + m);
+      Gemm(g);
+    }
+    if (want_dw) {  // dW += dlogits^T @ x_chunk
+      GemmParams g;
+      g.a = l;
+      g.b = x_chunk;
+      g.c = p.dweight;
+      g.trans_a = true;
+      g.beta = 1.0;
+      Gemm(g);
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+double LmHeadLoss(const LmHeadLossParams& p) {
+  switch (p.x.dtype) {
+    case DType::kF32: return LmHeadLossImpl<float>(p);
+    case DType::kF64: return LmHeadLossImpl<double>(p);
+    default: LOG(FATAL) << "LmHeadLoss: unsupported dtype " << DTypeName(p.x.dtype);
+  }
+  return 0.0;
+}
+
+}  // namespace longctx::cpu
