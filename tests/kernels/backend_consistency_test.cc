@@ -1,0 +1,596 @@
+// Why: the CPU backend is the reference every other backend must agree with
+// (backend.h). This test runs every Backend op, in F32 and F64, on fresh
+// random inputs through the backend under test — inputs copied to its memory
+// as row-strided views padded with a sentinel, results copied back — and
+// compares them with the CPU backend run on dense host copies of the same
+// inputs (relative tolerance ~1e-4 in F32, ~1e-10 in F64). It also checks that
+// no op writes into the padding and that the ops that reduce (SumSquares,
+// embedding/RMSNorm/attention backward, the LM-head loss) give bitwise
+// identical results when repeated.
+//
+// It is parameterised over the backend names MakeBackend knows ("cpu",
+// "cuda"); one that is absent (not built, or no GPU) is skipped with the
+// reason. The "cpu" instance compares a second CPU backend, driven through the
+// Backend interface with strided views, against the dense reference, so it
+// asserts stride handling, padding safety and determinism even on a machine
+// without a GPU.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "kernels/tensor.h"
+
+namespace longctx {
+namespace {
+
+template <class T>
+constexpr DType DTypeOf() {
+  return sizeof(T) == 4 ? DType::kF32 : DType::kF64;
+}
+
+template <class T>
+double Tol() {
+  return sizeof(T) == 4 ? 1e-4 : 1e-10;
+}
+
+constexpr double kSentinel = 12345.0;  // padding no op may write
+
+Tensor MakeTensor(void* data, DType dtype, const std::vector<int64_t>& shape, Device device, int64_t row_stride) {
+  Tensor t;
+  t.data = data;
+  t.dtype = dtype;
+  t.device = device;
+  t.ndim = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) t.shape[i] = shape[i];
+  t.row_stride = row_stride;
+  return t;
+}
+
+// Uniform in [lo, hi), never exactly zero, representable in T.
+template <class T>
+T Draw(std::mt19937& rng, double lo = -1.0, double hi = 1.0) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  T v;
+  do v = static_cast<T>(dist(rng));
+  while (v == T(0));
+  return v;
+}
+
+// One tensor held twice: dense on the host (what the CPU reference runs on),
+// and in the memory of the backend under test as a view whose rows are padded
+// by `pad` elements (row_stride = row_size + pad) filled with a sentinel.
+template <class T>
+class Twin {
+ public:
+  Twin(Backend* b, std::vector<int64_t> shape, int64_t pad) : b_(b), shape_(std::move(shape)), pad_(pad) {
+    rows_ = shape_[0];
+    row_ = 1;
+    for (size_t i = 1; i < shape_.size(); ++i) row_ *= shape_[i];
+    stride_ = row_ + pad_;
+    host_.assign(static_cast<size_t>(rows_ * row_), T(0));
+    buf_ = DeviceBuffer(b_, std::max<size_t>(sizeof(T), static_cast<size_t>(rows_ * stride_) * sizeof(T)));
+  }
+
+  std::vector<T>& host() { return host_; }
+  Tensor ref() { return MakeTensor(host_.data(), DTypeOf<T>(), shape_, Device::kCpu, 0); }
+  Tensor dev() const { return MakeTensor(buf_.data(), DTypeOf<T>(), shape_, b_->device(), pad_ ? stride_ : 0); }
+
+  Twin& Random(std::mt19937& rng, double lo = -1.0, double hi = 1.0) {
+    for (T& v : host_) v = Draw<T>(rng, lo, hi);
+    return *this;
+  }
+  // Host values -> backend memory; padding set to pad_value.
+  Twin& Upload(T pad_value = static_cast<T>(kSentinel)) {
+    std::vector<T> padded(static_cast<size_t>(rows_ * stride_), pad_value);
+    for (int64_t r = 0; r < rows_; ++r)
+      std::copy(host_.begin() + r * row_, host_.begin() + (r + 1) * row_, padded.begin() + r * stride_);
+    if (!padded.empty()) b_->CopyFromHost(Flat(), padded.data());
+    return *this;
+  }
+  // Backend memory -> dense values; the padding must still hold the sentinel.
+  std::vector<T> Download() const {
+    std::vector<T> padded(static_cast<size_t>(rows_ * stride_));
+    if (!padded.empty()) b_->CopyToHost(padded.data(), Flat());
+    std::vector<T> out(static_cast<size_t>(rows_ * row_));
+    int64_t dirty = 0;
+    for (int64_t r = 0; r < rows_; ++r) {
+      std::copy(padded.begin() + r * stride_, padded.begin() + r * stride_ + row_, out.begin() + r * row_);
+      for (int64_t c = row_; c < stride_; ++c) dirty += padded[r * stride_ + c] != static_cast<T>(kSentinel);
+    }
+    EXPECT_EQ(dirty, 0) << "padding elements written";
+    return out;
+  }
+
+ private:
+  Tensor Flat() const { return MakeTensor(buf_.data(), DTypeOf<T>(), {rows_ * stride_}, b_->device(), 0); }
+
+  Backend* b_;
+  std::vector<int64_t> shape_;
+  int64_t pad_, rows_ = 0, row_ = 0, stride_ = 0;
+  std::vector<T> host_;
+  DeviceBuffer buf_;
+};
+
+// An I32 index tensor: host copy for the reference, dense copy in the backend.
+class Ints {
+ public:
+  Ints(Backend* b, std::vector<int32_t> values) : b_(b), host_(std::move(values)) {
+    buf_ = DeviceBuffer(b_, std::max<size_t>(4, host_.size() * 4));
+    if (!host_.empty()) b_->CopyFromHost(dev(), host_.data());
+  }
+  Tensor ref() { return MakeTensor(host_.data(), DType::kI32, {Size()}, Device::kCpu, 0); }
+  Tensor dev() const { return MakeTensor(buf_.data(), DType::kI32, {Size()}, b_->device(), 0); }
+
+ private:
+  int64_t Size() const { return static_cast<int64_t>(host_.size()); }
+  Backend* b_;
+  std::vector<int32_t> host_;
+  DeviceBuffer buf_;
+};
+
+// Every element within tol * (|want| + rms(want)): relative, with the
+// tensor's rms as the floor so entries near zero are judged on its scale.
+template <class T>
+void ExpectClose(const std::vector<T>& got, const std::vector<T>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double ss = 0;
+  for (T w : want) ss += static_cast<double>(w) * static_cast<double>(w);
+  const double rms = want.empty() ? 0.0 : std::sqrt(ss / want.size());
+  int64_t bad = 0, worst = -1;
+  double worst_ratio = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    const double err = std::fabs(g - w);
+    const double ratio = err == 0 ? 0.0 : err / (std::fabs(w) + rms);
+    if (!(ratio <= tol)) ++bad;
+    if (!(ratio <= worst_ratio)) worst_ratio = ratio, worst = static_cast<int64_t>(i);
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements off; worst at " << worst
+                    << ": got " << (worst >= 0 ? static_cast<double>(got[worst]) : 0.0) << " want "
+                    << (worst >= 0 ? static_cast<double>(want[worst]) : 0.0) << " (ratio " << worst_ratio
+                    << ", tol " << tol << ")";
+}
+
+template <class T>
+void ExpectBitwiseEqual(const std::vector<T>& a, const std::vector<T>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0) << what << ": repeated run differs";
+}
+
+void ExpectRelNear(double got, double want, double tol, const std::string& what) {
+  EXPECT_LE(std::fabs(got - want), tol * std::max(std::fabs(want), 1e-30)) << what << ": got " << got << " want "
+                                                                           << want;
+}
+
+// ---------------------------------------------------------------------------
+
+template <class T>
+void CheckElementwise(Backend* b, Backend* ref, std::mt19937& rng) {
+  const std::vector<int64_t> shape = {7, 3, 11};
+  const double tol = Tol<T>();
+  {
+    Twin<T> x(b, shape, 5);
+    x.Random(rng).Upload();
+    ref->Fill(x.ref(), 0.37);
+    b->Fill(x.dev(), 0.37);
+    ExpectClose(x.Download(), x.host(), 0.0, "Fill");
+  }
+  {
+    Twin<T> x(b, shape, 5);
+    x.Random(rng).Upload();
+    ref->Scale(x.ref(), -1.7);
+    b->Scale(x.dev(), -1.7);
+    ExpectClose(x.Download(), x.host(), tol, "Scale");
+  }
+  for (int64_t x_pad : {0, 2}) {  // strided y with a dense or a strided x
+    Twin<T> y(b, shape, 5), x(b, shape, x_pad);
+    y.Random(rng).Upload();
+    x.Random(rng).Upload();
+    ref->Axpy(y.ref(), 0.6, x.ref());
+    b->Axpy(y.dev(), 0.6, x.dev());
+    ExpectClose(y.Download(), y.host(), tol, "Axpy");
+  }
+  {
+    Twin<T> dst(b, shape, 2), src(b, shape, 3);
+    dst.Random(rng).Upload();
+    src.Random(rng).Upload();
+    ref->Copy(dst.ref(), src.ref());
+    b->Copy(dst.dev(), src.dev());
+    ExpectClose(dst.Download(), dst.host(), 0.0, "Copy");
+  }
+  {
+    using Other = std::conditional_t<sizeof(T) == 4, double, float>;
+    Twin<Other> dst(b, shape, 1);
+    Twin<T> src(b, shape, 4);
+    dst.Random(rng).Upload();
+    src.Random(rng).Upload();
+    ref->Copy(dst.ref(), src.ref());
+    b->Copy(dst.dev(), src.dev());
+    ExpectClose(dst.Download(), dst.host(), 0.0, "Copy (dtype conversion)");
+  }
+  {
+    Twin<T> x(b, shape, 5);
+    x.Random(rng).Upload();
+    const double want = ref->SumSquares(x.ref());
+    ExpectRelNear(b->SumSquares(x.dev()), want, 1e-12, "SumSquares (strided)");
+    Twin<T> big(b, {100003}, 0);  // several reduction blocks
+    big.Random(rng).Upload();
+    const double got = b->SumSquares(big.dev());
+    ExpectRelNear(got, ref->SumSquares(big.ref()), 1e-12, "SumSquares (dense)");
+    EXPECT_EQ(got, b->SumSquares(big.dev())) << "SumSquares is not deterministic";
+  }
+  {
+    Twin<T> x(b, shape, 5);
+    x.Random(rng).Upload(std::numeric_limits<T>::quiet_NaN());  // padding is not part of the tensor
+    EXPECT_TRUE(ref->AllFinite(x.ref()));
+    EXPECT_TRUE(b->AllFinite(x.dev())) << "AllFinite looked at the padding";
+    x.host()[40] = std::numeric_limits<T>::infinity();
+    x.Upload();
+    EXPECT_FALSE(ref->AllFinite(x.ref()));
+    EXPECT_FALSE(b->AllFinite(x.dev())) << "AllFinite missed +inf";
+    x.host()[40] = T(1);
+    x.host()[230] = std::numeric_limits<T>::quiet_NaN();
+    x.Upload();
+    EXPECT_FALSE(b->AllFinite(x.dev())) << "AllFinite missed NaN";
+  }
+}
+
+template <class T>
+void CheckGemm(Backend* b, Backend* ref, std::mt19937& rng) {
+  const int64_t m = 37, n = 29, k = 45;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (double beta : {0.0, 0.3}) {
+        const std::string what = "Gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb) +
+                                 " beta=" + std::to_string(beta);
+        Twin<T> a(b, ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, 3);
+        Twin<T> bm(b, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, 2);
+        Twin<T> c(b, {m, n}, 4);
+        a.Random(rng).Upload();
+        bm.Random(rng).Upload();
+        c.Random(rng).Upload();
+        GemmParams pr, pd;
+        pr.a = a.ref(), pr.b = bm.ref(), pr.c = c.ref();
+        pd.a = a.dev(), pd.b = bm.dev(), pd.c = c.dev();
+        for (GemmParams* p : {&pr, &pd}) {
+          p->trans_a = ta;
+          p->trans_b = tb;
+          p->alpha = 0.7;
+          p->beta = beta;
+        }
+        ref->Gemm(pr);
+        b->Gemm(pd);
+        ExpectClose(c.Download(), c.host(), Tol<T>(), what);
+      }
+}
+
+template <class T>
+void CheckEmbedding(Backend* b, Backend* ref, std::mt19937& rng) {
+  const int64_t vocab = 50, d = 24, n = 2500;  // n > 2048: the sort's global passes run too
+  std::vector<int32_t> id_values(n);
+  std::uniform_int_distribution<int32_t> hot(0, 4), any(0, vocab - 1);
+  std::bernoulli_distribution pick_hot(0.7);
+  for (int32_t& id : id_values) id = pick_hot(rng) ? hot(rng) : any(rng);
+  Ints ids(b, id_values);
+
+  Twin<T> table(b, {vocab, d}, 3), out(b, {n, d}, 2);
+  table.Random(rng).Upload();
+  out.Random(rng).Upload();
+  EmbeddingParams pr, pd;
+  pr.ids = ids.ref(), pr.table = table.ref(), pr.out = out.ref();
+  pd.ids = ids.dev(), pd.table = table.dev(), pd.out = out.dev();
+  ref->EmbeddingForward(pr);
+  b->EmbeddingForward(pd);
+  ExpectClose(out.Download(), out.host(), 0.0, "EmbeddingForward");
+
+  Twin<T> d_table(b, {vocab, d}, 3), d_out(b, {n, d}, 2);
+  d_table.Random(rng).Upload();
+  d_out.Random(rng).Upload();
+  const std::vector<T> d_table0 = d_table.host();
+  pr.table = d_table.ref(), pr.out = d_out.ref();
+  pd.table = d_table.dev(), pd.out = d_out.dev();
+  ref->EmbeddingBackward(pr);
+  b->EmbeddingBackward(pd);
+  const std::vector<T> first = d_table.Download();
+  ExpectClose(first, d_table.host(), Tol<T>(), "EmbeddingBackward");
+  std::vector<T>& h = d_table.host();
+  h = d_table0;
+  d_table.Upload();
+  b->EmbeddingBackward(pd);
+  ExpectBitwiseEqual(d_table.Download(), first, "EmbeddingBackward");
+}
+
+template <class T>
+void CheckRmsNorm(Backend* b, Backend* ref, std::mt19937& rng) {
+  const int64_t n = 600, d = 300;  // n > the backward's row chunks, d > a block of threads
+  Twin<T> x(b, {n, d}, 3), w(b, {d}, 0), y(b, {n, d}, 2), rstd(b, {n}, 0);
+  x.Random(rng, -2, 2).Upload();
+  w.Random(rng, 0.5, 1.5).Upload();
+  y.Random(rng).Upload();
+  rstd.Random(rng).Upload();
+  RmsNormParams pr, pd;
+  pr.x = x.ref(), pr.weight = w.ref(), pr.y = y.ref(), pr.rstd = rstd.ref();
+  pd.x = x.dev(), pd.weight = w.dev(), pd.y = y.dev(), pd.rstd = rstd.dev();
+  pr.eps = pd.eps = 1e-5;
+  ref->RmsNormForward(pr);
+  b->RmsNormForward(pd);
+  ExpectClose(y.Download(), y.host(), Tol<T>(), "RmsNormForward y");
+  ExpectClose(rstd.Download(), rstd.host(), Tol<T>(), "RmsNormForward rstd");
+
+  Twin<T> dy(b, {n, d}, 1), dx(b, {n, d}, 4), dw(b, {d}, 0);
+  dy.Random(rng).Upload();
+  pr.dy = dy.ref(), pr.dx = dx.ref(), pr.dweight = dw.ref();
+  pd.dy = dy.dev(), pd.dx = dx.dev(), pd.dweight = dw.dev();
+  for (bool accumulate : {false, true}) {
+    const std::string what = accumulate ? "RmsNormBackward (accumulate dx)" : "RmsNormBackward";
+    dx.Random(rng).Upload();
+    dw.Random(rng).Upload();
+    const std::vector<T> dx0 = dx.host(), dw0 = dw.host();
+    pr.accumulate_dx = pd.accumulate_dx = accumulate;
+    ref->RmsNormBackward(pr);
+    b->RmsNormBackward(pd);
+    const std::vector<T> got_dx = dx.Download(), got_dw = dw.Download();
+    ExpectClose(got_dx, dx.host(), Tol<T>(), what + " dx");
+    ExpectClose(got_dw, dw.host(), Tol<T>(), what + " dweight");
+    dx.host() = dx0;
+    dw.host() = dw0;
+    dx.Upload();
+    dw.Upload();
+    b->RmsNormBackward(pd);
+    ExpectBitwiseEqual(dx.Download(), got_dx, what + " dx");
+    ExpectBitwiseEqual(dw.Download(), got_dw, what + " dweight");
+  }
+}
+
+template <class T>
+void CheckRope(Backend* b, Backend* ref, std::mt19937& rng) {
+  const int64_t n = 60, heads = 3, head_dim = 16;
+  // Three packed segments: 0.., a long-context run near 10^5, then a restart.
+  std::vector<int32_t> pos(n);
+  for (int64_t t = 0; t < n; ++t) pos[t] = t < 25 ? t : t < 45 ? 100000 + (t - 25) : (t - 45);
+  Ints positions(b, pos);
+  Twin<T> x(b, {n, heads, head_dim}, 5);
+  x.Random(rng).Upload();
+  const std::vector<T> x0 = x.host();
+  RopeParams pr, pd;
+  pr.x = x.ref(), pr.positions = positions.ref();
+  pd.x = x.dev(), pd.positions = positions.dev();
+  for (RopeParams* p : {&pr, &pd}) {
+    p->theta = 10000.0;
+    p->rotary_dim = 12;  // the last 4 dims of each head pass through
+    p->position_scale = 0.5;
+  }
+  for (int direction : {1, -1}) {
+    pr.direction = pd.direction = direction;
+    ref->Rope(pr);
+    b->Rope(pd);
+    ExpectClose(x.Download(), x.host(), Tol<T>(), "Rope direction " + std::to_string(direction));
+  }
+  ExpectClose(x.Download(), x0, Tol<T>(), "Rope then its inverse");
+}
+
+template <class T>
+void CheckSwiGlu(Backend* b, Backend* ref, std::mt19937& rng) {
+  const int64_t n = 33, f = 70;
+  Twin<T> gate_up(b, {n, 2 * f}, 3), h(b, {n, f}, 1), dh(b, {n, f}, 2), dgu(b, {n, 2 * f}, 5);
+  gate_up.Random(rng, -4, 4).Upload();
+  h.Random(rng).Upload();
+  dh.Random(rng).Upload();
+  dgu.Random(rng).Upload();
+  SwiGluParams pr, pd;
+  pr.gate_up = gate_up.ref(), pr.h = h.ref(), pr.dh = dh.ref(), pr.dgate_up = dgu.ref();
+  pd.gate_up = gate_up.dev(), pd.h = h.dev(), pd.dh = dh.dev(), pd.dgate_up = dgu.dev();
+  ref->SwiGluForward(pr);
+  b->SwiGluForward(pd);
+  ExpectClose(h.Download(), h.host(), Tol<T>(), "SwiGluForward");
+  ref->SwiGluBackward(pr);
+  b->SwiGluBackward(pd);
+  ExpectClose(dgu.Download(), dgu.host(), Tol<T>(), "SwiGluBackward");
+}
+
+template <class T>
+void CheckAdamW(Backend* b, Backend* ref, std::mt19937& rng) {
+  const int64_t n = 1000;
+  Twin<T> param(b, {n}, 0), grad(b, {n}, 0), m(b, {n}, 0), v(b, {n}, 0);
+  param.Random(rng).Upload();
+  grad.Random(rng).Upload();
+  m.Random(rng, -0.1, 0.1).Upload();
+  v.Random(rng, 1e-4, 1e-2).Upload();
+  AdamWParams pr, pd;
+  pr.param = param.ref(), pr.grad = grad.ref(), pr.m = m.ref(), pr.v = v.ref();
+  pd.param = param.dev(), pd.grad = grad.dev(), pd.m = m.dev(), pd.v = v.dev();
+  for (AdamWParams* p : {&pr, &pd}) {
+    p->lr = 1e-2;
+    p->weight_decay = 0.1;
+    p->grad_scale = 0.5;
+    p->step = 7;
+  }
+  ref->AdamW(pr);
+  b->AdamW(pd);
+  ExpectClose(param.Download(), param.host(), Tol<T>(), "AdamW param");
+  ExpectClose(m.Download(), m.host(), Tol<T>(), "AdamW m");
+  ExpectClose(v.Download(), v.host(), Tol<T>(), "AdamW v");
+}
+
+template <class T>
+void CheckLmHeadLoss(Backend* b, Backend* ref, std::mt19937& rng) {
+  const int64_t n = 70, d = 32, vocab = 300;
+  std::vector<int32_t> tgt(n);
+  std::uniform_int_distribution<int32_t> any(0, vocab - 1);
+  std::bernoulli_distribution ignored(0.2);
+  for (int32_t& t : tgt) t = ignored(rng) ? -1 : any(rng);
+  for (int64_t i = 16; i < 32; ++i) tgt[i] = -1;  // one whole chunk ignored
+  Ints targets(b, tgt);
+  Twin<T> x(b, {n, d}, 3), w(b, {vocab, d}, 1), dx(b, {n, d}, 2), dw(b, {vocab, d}, 0), losses(b, {n}, 0);
+  x.Random(rng).Upload();
+  w.Random(rng).Upload();
+  dx.Random(rng).Upload();
+  dw.Random(rng).Upload();
+  losses.Random(rng).Upload();
+  const std::vector<T> dw0 = dw.host();
+
+  LmHeadLossParams pr, pd;
+  pr.x = x.ref(), pr.weight = w.ref(), pr.targets = targets.ref(), pr.losses = losses.ref();
+  pd.x = x.dev(), pd.weight = w.dev(), pd.targets = targets.dev(), pd.losses = losses.dev();
+  pr.chunk_tokens = pd.chunk_tokens = 16;
+  // Forward only.
+  const double want_fwd = ref->LmHeadLoss(pr);
+  const double got_fwd = b->LmHeadLoss(pd);
+  ExpectRelNear(got_fwd, want_fwd, Tol<T>(), "LmHeadLoss (forward) loss");
+  ExpectClose(losses.Download(), losses.host(), Tol<T>(), "LmHeadLoss (forward) losses");
+  EXPECT_EQ(got_fwd, b->LmHeadLoss(pd)) << "LmHeadLoss is not deterministic";
+
+  // Forward + backward.
+  pr.dx = dx.ref(), pr.dweight = dw.ref();
+  pd.dx = dx.dev(), pd.dweight = dw.dev();
+  pr.grad_scale = pd.grad_scale = 0.25;
+  const double want = ref->LmHeadLoss(pr);
+  const double got = b->LmHeadLoss(pd);
+  ExpectRelNear(got, want, Tol<T>(), "LmHeadLoss loss");
+  ExpectRelNear(got, got_fwd, 0.0, "LmHeadLoss loss with vs without backward");
+  ExpectClose(losses.Download(), losses.host(), Tol<T>(), "LmHeadLoss losses");
+  const std::vector<T> got_dx = dx.Download(), got_dw = dw.Download();
+  ExpectClose(got_dx, dx.host(), Tol<T>(), "LmHeadLoss dx");
+  ExpectClose(got_dw, dw.host(), Tol<T>(), "LmHeadLoss dweight");
+  dw.host() = dw0;
+  dw.Upload();
+  EXPECT_EQ(got, b->LmHeadLoss(pd)) << "LmHeadLoss is not deterministic";
+  ExpectBitwiseEqual(dx.Download(), got_dx, "LmHeadLoss dx");
+  ExpectBitwiseEqual(dw.Download(), got_dw, "LmHeadLoss dweight");
+}
+
+struct AttnCase {
+  std::vector<int32_t> seqlens;
+  int64_t heads, kv_heads, head_dim;
+  int window;
+  double scale;
+  int64_t pad;  // row padding of q/k/v/o/d_o/dq/dk/dv
+};
+
+template <class T>
+void CheckAttention(Backend* b, Backend* ref, std::mt19937& rng) {
+  const std::vector<AttnCase> cases = {
+      {{1, 5, 130, 1, 0, 163}, 4, 2, 24, 0, 0.0, 0},  // documents, empty and length-1 ones, GQA
+      {{1, 5, 130, 1, 0, 163}, 4, 1, 16, 37, 0.0, 3},  // sliding window, one kv head, strided
+      {{300}, 2, 2, 64, 0, 0.2, 5},                   // one long segment, explicit scale
+      {{70, 1, 229}, 4, 2, 32, 100, 0.0, 1},          // window longer than a tile
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const AttnCase& c = cases[ci];
+    const std::string what = "Attention case " + std::to_string(ci);
+    std::vector<int32_t> cu = {0};
+    for (int32_t len : c.seqlens) cu.push_back(cu.back() + len);
+    const int64_t n = cu.back(), h = c.heads, hkv = c.kv_heads, d = c.head_dim;
+    Ints cu_seqlens(b, cu);
+    Twin<T> q(b, {n, h, d}, c.pad), k(b, {n, hkv, d}, c.pad), v(b, {n, hkv, d}, c.pad);
+    Twin<T> o(b, {n, h, d}, c.pad), lse(b, {h, n}, 0), d_o(b, {n, h, d}, c.pad);
+    Twin<T> dq(b, {n, h, d}, c.pad), dk(b, {n, hkv, d}, c.pad), dv(b, {n, hkv, d}, c.pad);
+    for (Twin<T>* t : {&q, &k, &v, &o, &lse, &d_o, &dq, &dk, &dv}) t->Random(rng, -2, 2).Upload();
+    AttentionParams pr, pd;
+    pr.q = q.ref(), pr.k = k.ref(), pr.v = v.ref(), pr.o = o.ref(), pr.lse = lse.ref();
+    pr.d_o = d_o.ref(), pr.dq = dq.ref(), pr.dk = dk.ref(), pr.dv = dv.ref();
+    pr.cu_seqlens = cu_seqlens.ref();
+    pd.q = q.dev(), pd.k = k.dev(), pd.v = v.dev(), pd.o = o.dev(), pd.lse = lse.dev();
+    pd.d_o = d_o.dev(), pd.dq = dq.dev(), pd.dk = dk.dev(), pd.dv = dv.dev();
+    pd.cu_seqlens = cu_seqlens.dev();
+    pr.window = pd.window = c.window;
+    pr.scale = pd.scale = c.scale;
+
+    ref->AttentionForward(pr);
+    b->AttentionForward(pd);
+    ExpectClose(o.Download(), o.host(), Tol<T>(), what + " o");
+    ExpectClose(lse.Download(), lse.host(), Tol<T>(), what + " lse");
+
+    ref->AttentionBackward(pr);
+    b->AttentionBackward(pd);
+    const std::vector<T> got_dq = dq.Download(), got_dk = dk.Download(), got_dv = dv.Download();
+    ExpectClose(got_dq, dq.host(), Tol<T>(), what + " dq");
+    ExpectClose(got_dk, dk.host(), Tol<T>(), what + " dk");
+    ExpectClose(got_dv, dv.host(), Tol<T>(), what + " dv");
+    b->AttentionBackward(pd);
+    ExpectBitwiseEqual(dq.Download(), got_dq, what + " dq");
+    ExpectBitwiseEqual(dk.Download(), got_dk, what + " dk");
+    ExpectBitwiseEqual(dv.Download(), got_dv, what + " dv");
+  }
+}
+
+template <class T>
+void CheckAllOps(Backend* b, Backend* ref, uint32_t seed) {
+  std::mt19937 rng(seed);
+  {
+    SCOPED_TRACE("elementwise");
+    CheckElementwise<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("gemm");
+    CheckGemm<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("embedding");
+    CheckEmbedding<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("rmsnorm");
+    CheckRmsNorm<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("rope");
+    CheckRope<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("swiglu");
+    CheckSwiGlu<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("adamw");
+    CheckAdamW<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("lm_head_loss");
+    CheckLmHeadLoss<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("attention");
+    CheckAttention<T>(b, ref, rng);
+  }
+}
+
+class BackendConsistencyTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend(GetParam());
+    if (!b.ok()) GTEST_SKIP() << "backend '" << GetParam() << "' is not available here: " << b.status();
+    backend_ = std::move(*b);
+    reference_ = MakeCpuBackend();
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> reference_;
+};
+
+TEST_P(BackendConsistencyTest, EveryOpMatchesCpuBackend) {
+  EXPECT_EQ(backend_->name(), GetParam());
+  {
+    SCOPED_TRACE("F32");
+    CheckAllOps<float>(backend_.get(), reference_.get(), 1234);
+  }
+  {
+    SCOPED_TRACE("F64");
+    CheckAllOps<double>(backend_.get(), reference_.get(), 5678);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendConsistencyTest, ::testing::Values("cpu", "cuda"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace longctx
