@@ -1,0 +1,501 @@
+// Why: the tiled attention kernels (kernels/cpu/attention.cc) have many edge
+// paths — tile-boundary masks, windows that do not divide the tile, length-1
+// and empty documents, GQA head mapping, strided views — each of which can be
+// silently wrong by a little. This file checks forward and backward against
+// the explicit-matrix double reference (tests/support/naive_attention.*), the
+// backward against central finite differences of the forward in F64, bitwise
+// determinism across runs and thread counts, and the online-softmax math.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/log.h"
+#include "kernels/math/online_softmax.h"
+#include "kernels/ops.h"
+#include "tests/support/naive_attention.h"
+
+namespace longctx {
+namespace {
+
+using testing::NaiveAttentionBackward;
+using testing::NaiveAttentionForward;
+using testing::NaiveAttentionShape;
+
+struct Case {
+  std::string name;
+  std::vector<int32_t> seqlens;
+  int heads = 2;
+  int kv_heads = 2;
+  int head_dim = 16;
+  int window = 0;
+  double scale = 0.0;
+  bool strided = false;  // q|k|v and dq|dk|dv as column views of fused buffers
+  uint32_t seed = 1;
+};
+
+const std::vector<int32_t> kDocs = {1, 5, 130, 1, 163};  // N = 300
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cs;
+  cs.push_back({"FullSingleSegmentD64", {300}, 2, 2, 64, 0, 0, false, 11});
+  cs.push_back({"FullDocumentsD40", kDocs, 2, 2, 40, 0, 0, false, 12});
+  int seed = 20;
+  for (int w : {1, 7, 37, 64, 100}) cs.push_back({"WindowDocs" + std::to_string(w), kDocs, 2, 2, 24, w, 0, false, uint32_t(seed++)});
+  cs.push_back({"Window37SingleSegment", {300}, 2, 2, 16, 37, 0, false, 30});
+  cs.push_back({"WindowLongerThanSegments", kDocs, 2, 2, 16, 1000, 0, false, 31});
+  cs.push_back({"GqaKv2Documents", kDocs, 4, 2, 32, 0, 0, false, 40});
+  cs.push_back({"GqaKv1Documents", kDocs, 4, 1, 32, 0, 0, false, 41});
+  cs.push_back({"GqaKv1Window37", kDocs, 4, 1, 16, 37, 0, false, 42});
+  cs.push_back({"StridedQkvGqaDocs", kDocs, 4, 2, 24, 0, 0, true, 50});
+  cs.push_back({"StridedQkvWindow100", kDocs, 4, 2, 16, 100, 0, true, 51});
+  cs.push_back({"StridedQkvMha", {200, 70}, 2, 2, 64, 0, 0, true, 52});
+  cs.push_back({"ExplicitScaleEmptyAndTinyDocs", {3, 0, 70, 1, 1, 0, 2}, 4, 2, 16, 0, 0.3, false, 60});
+  // head_dim 13: every vector width leaves a scalar column tail in the tile products.
+  cs.push_back({"OddHeadDim13StridedGqaWindow37", kDocs, 4, 2, 13, 37, 0, true, 62});
+  cs.push_back({"OnlyLengthOneDocs", {1, 1, 1, 1, 1, 1, 1}, 2, 1, 8, 0, 0, true, 61});
+  return cs;
+}
+
+NaiveAttentionShape ShapeOf(const Case& c) {
+  NaiveAttentionShape s;
+  s.cu_seqlens = {0};
+  for (int32_t len : c.seqlens) s.cu_seqlens.push_back(s.cu_seqlens.back() + len);
+  s.n = s.cu_seqlens.back();
+  s.heads = c.heads;
+  s.kv_heads = c.kv_heads;
+  s.head_dim = c.head_dim;
+  s.window = c.window;
+  s.scale = c.scale;
+  return s;
+}
+
+template <class T>
+constexpr DType DTypeOf() {
+  return sizeof(T) == 4 ? DType::kF32 : DType::kF64;
+}
+
+// Dense double tensors; values are representable in T so the double reference
+// sees exactly what the kernel under test sees.
+template <class T>
+std::vector<double> RandomValues(int64_t count, std::mt19937& rng) {
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::vector<double> x(count);
+  for (double& e : x) {
+    do e = static_cast<double>(static_cast<T>(dist(rng)));
+    while (e == 0.0);
+  }
+  return x;
+}
+
+struct Inputs {
+  std::vector<double> q, k, v, d_o;
+};
+
+template <class T>
+Inputs RandomInputs(const NaiveAttentionShape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Inputs in;
+  in.q = RandomValues<T>(s.n * s.heads * s.head_dim, rng);
+  in.k = RandomValues<T>(s.n * s.kv_heads * s.head_dim, rng);
+  in.v = RandomValues<T>(s.n * s.kv_heads * s.head_dim, rng);
+  in.d_o = RandomValues<T>(s.n * s.heads * s.head_dim, rng);
+  return in;
+}
+
+constexpr double kSentinel = 12345.0;  // fills padding no kernel may write
+
+// Host buffers laid out like the training code lays them out, and the
+// AttentionParams viewing them. Strided: q|k|v are column slices of one fused
+// [N, (H + 2 Hkv) d + pad] matrix (dq|dk|dv likewise), o and d_o are padded.
+template <class T>
+struct Buffers {
+  NaiveAttentionShape s;
+  int64_t qkv_width = 0, o_width = 0;
+  std::vector<T> qkv, dqkv, o, d_o, lse;
+  std::vector<int32_t> cu;
+  AttentionParams p;
+
+  Buffers(const Case& c, const Inputs& in) : s(ShapeOf(c)), cu(s.cu_seqlens) {
+    const int64_t n = s.n, h = s.heads, hkv = s.kv_heads, d = s.head_dim;
+    const DType dt = DTypeOf<T>();
+    const int64_t pad = c.strided ? 3 : 0;
+    qkv_width = (h + 2 * hkv) * d + pad;
+    o_width = h * d + pad;
+    qkv.assign(n * qkv_width, static_cast<T>(kSentinel));
+    dqkv.assign(n * qkv_width, static_cast<T>(kSentinel));
+    o.assign(n * o_width, static_cast<T>(kSentinel));
+    d_o.assign(n * o_width, static_cast<T>(kSentinel));
+    lse.assign(h * n, static_cast<T>(kSentinel));
+    // Column views of the fused matrices, then 3-D with the fused row stride.
+    auto view = [&](std::vector<T>& buf, int64_t width, int64_t col0, int64_t heads) {
+      Tensor fused(buf.data(), dt, {n, width});
+      Tensor cols = fused.Cols(col0, col0 + heads * d);
+      Tensor t(cols.data, dt, {n, heads, d});
+      t.row_stride = cols.stride0();
+      return t;
+    };
+    if (c.strided) {
+      p.q = view(qkv, qkv_width, 0, h);
+      p.k = view(qkv, qkv_width, h * d, hkv);
+      p.v = view(qkv, qkv_width, (h + hkv) * d, hkv);
+      p.dq = view(dqkv, qkv_width, 0, h);
+      p.dk = view(dqkv, qkv_width, h * d, hkv);
+      p.dv = view(dqkv, qkv_width, (h + hkv) * d, hkv);
+      p.o = view(o, o_width, 0, h);
+      p.d_o = view(d_o, o_width, 0, h);
+      EXPECT_FALSE(p.q.contiguous());
+      EXPECT_FALSE(p.o.contiguous());
+    } else {
+      // Dense: three separate tensors carved out of the same allocation.
+      p.q = Tensor(qkv.data(), dt, {n, h, d});
+      p.k = Tensor(qkv.data() + n * h * d, dt, {n, hkv, d});
+      p.v = Tensor(qkv.data() + n * (h + hkv) * d, dt, {n, hkv, d});
+      p.dq = Tensor(dqkv.data(), dt, {n, h, d});
+      p.dk = Tensor(dqkv.data() + n * h * d, dt, {n, hkv, d});
+      p.dv = Tensor(dqkv.data() + n * (h + hkv) * d, dt, {n, hkv, d});
+      p.o = Tensor(o.data(), dt, {n, h, d});
+      p.d_o = Tensor(d_o.data(), dt, {n, h, d});
+    }
+    p.lse = Tensor(lse.data(), dt, {h, n});
+    p.cu_seqlens = Tensor(cu.data(), DType::kI32, {static_cast<int64_t>(cu.size())});
+    p.window = c.window;
+    p.scale = c.scale;
+    Put(p.q, in.q);
+    Put(p.k, in.k);
+    Put(p.v, in.v);
+    Put(p.d_o, in.d_o);
+  }
+  Buffers(const Buffers&) = delete;
+
+  static void Put(const Tensor& t, const std::vector<double>& x) {
+    const int64_t rs = t.row_size();
+    for (int64_t i = 0; i < t.shape[0]; ++i)
+      for (int64_t j = 0; j < rs; ++j) t.as<T>()[i * t.stride0() + j] = static_cast<T>(x[i * rs + j]);
+  }
+  static std::vector<double> Get(const Tensor& t) {
+    const int64_t rs = t.row_size();
+    std::vector<double> x(t.shape[0] * rs);
+    for (int64_t i = 0; i < t.shape[0]; ++i)
+      for (int64_t j = 0; j < rs; ++j) x[i * rs + j] = t.as<T>()[i * t.stride0() + j];
+    return x;
+  }
+
+  void Forward() {
+    CHECK_OK(p.Validate(false));
+    cpu::AttentionForward(p);
+  }
+  void Backward() {
+    CHECK_OK(p.Validate(true));
+    cpu::AttentionBackward(p);
+  }
+
+  // Padding columns of the fused/padded buffers still hold the sentinel.
+  int64_t DirtyPadding() const {
+    int64_t dirty = 0;
+    auto scan = [&](const std::vector<T>& buf, int64_t width, int64_t used) {
+      for (int64_t i = 0; i < s.n; ++i)
+        for (int64_t j = used; j < width; ++j) dirty += buf[i * width + j] != static_cast<T>(kSentinel);
+    };
+    const int64_t qkv_used = (s.heads + 2 * s.kv_heads) * s.head_dim, o_used = s.heads * s.head_dim;
+    scan(qkv, qkv_width, qkv_used);
+    scan(dqkv, qkv_width, qkv_used);
+    scan(o, o_width, o_used);
+    return dirty;
+  }
+};
+
+// Every element within tol * (|want| + max(rms(want), floor)): relative, with
+// the tensor's rms as the floor so entries near zero are judged on the
+// tensor's scale. `floor` covers tensors that are zero in exact arithmetic
+// (dq, dk when every query sees only itself: dS = dP - D cancels exactly).
+void ExpectClose(const std::vector<double>& got, const std::vector<double>& want, double tol, const std::string& what,
+                 double floor = 0.0) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double ss = 0;
+  for (double w : want) ss += w * w;
+  const double rms = std::max(want.empty() ? 0.0 : std::sqrt(ss / want.size()), floor);
+  int64_t bad = 0, worst = -1;
+  double worst_ratio = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double ratio = std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + rms);
+    if (!(ratio <= tol)) ++bad;
+    if (!(ratio <= worst_ratio)) worst_ratio = ratio, worst = static_cast<int64_t>(i);
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements off; worst at " << worst
+                    << " got " << (worst >= 0 ? got[worst] : 0) << " want " << (worst >= 0 ? want[worst] : 0)
+                    << " (relative " << worst_ratio << ", tol " << tol << ")";
+}
+
+// Unit-normal q, k, v, dO give gradients of order 0.1..1; errors are judged
+// against at least this scale.
+constexpr double kGradFloor = 0.1;
+
+template <class T>
+double Tol() {
+  return sizeof(T) == 4 ? 1e-5 : 1e-10;
+}
+
+// F32 gradients carry the cancellation in dS = P * (dP - D): dP and D are
+// ~|dO||v| sqrt(d) while their difference can be ~0 (exactly 0 when a query
+// sees only itself), so their float rounding (~1e-6 absolute here) lands on
+// gradients of scale ~0.1-0.5. Observed worst ~1.9e-5 of kGradFloor.
+template <class T>
+double GradTol() {
+  return sizeof(T) == 4 ? 3e-5 : 1e-10;
+}
+
+class AttentionCaseTest : public ::testing::TestWithParam<Case> {};
+
+template <class T>
+void CheckForward(const Case& c) {
+  const NaiveAttentionShape s = ShapeOf(c);
+  const Inputs in = RandomInputs<T>(s, c.seed);
+  Buffers<T> b(c, in);
+  b.Forward();
+  std::vector<double> o(s.n * s.heads * s.head_dim), lse(s.heads * s.n);
+  NaiveAttentionForward(s, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data());
+  ExpectClose(Buffers<T>::Get(b.p.o), o, Tol<T>(), "o");
+  ExpectClose(Buffers<T>::Get(b.p.lse), lse, Tol<T>(), "lse");
+  EXPECT_EQ(b.DirtyPadding(), 0);
+}
+
+template <class T>
+void CheckBackward(const Case& c) {
+  const NaiveAttentionShape s = ShapeOf(c);
+  const Inputs in = RandomInputs<T>(s, c.seed + 1000);
+  Buffers<T> b(c, in);
+  b.Forward();
+  b.Backward();
+  const int64_t nq = s.n * s.heads * s.head_dim, nk = s.n * s.kv_heads * s.head_dim;
+  std::vector<double> dq(nq), dk(nk), dv(nk);
+  NaiveAttentionBackward(s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), dq.data(), dk.data(), dv.data());
+  ExpectClose(Buffers<T>::Get(b.p.dq), dq, GradTol<T>(), "dq", kGradFloor);
+  ExpectClose(Buffers<T>::Get(b.p.dk), dk, GradTol<T>(), "dk", kGradFloor);
+  ExpectClose(Buffers<T>::Get(b.p.dv), dv, GradTol<T>(), "dv", kGradFloor);
+  EXPECT_EQ(b.DirtyPadding(), 0);
+}
+
+TEST_P(AttentionCaseTest, ForwardF64MatchesNaive) { CheckForward<double>(GetParam()); }
+TEST_P(AttentionCaseTest, ForwardF32MatchesNaive) { CheckForward<float>(GetParam()); }
+TEST_P(AttentionCaseTest, BackwardF64MatchesNaive) { CheckBackward<double>(GetParam()); }
+TEST_P(AttentionCaseTest, BackwardF32MatchesNaive) { CheckBackward<float>(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionCaseTest, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// The reference itself: its backward is the gradient of its forward (so a
+// shared misconception between kernel and reference would have to survive
+// two independent derivations).
+TEST(NaiveAttention, BackwardMatchesFiniteDifferences) {
+  Case c{"", {1, 9, 20}, 4, 2, 8, 6, 0, false, 7};
+  const NaiveAttentionShape s = ShapeOf(c);
+  Inputs in = RandomInputs<double>(s, 99);
+  const int64_t nq = s.n * s.heads * s.head_dim, nk = s.n * s.kv_heads * s.head_dim;
+  std::vector<double> dq(nq), dk(nk), dv(nk), o(nq), lse(s.heads * s.n);
+  NaiveAttentionBackward(s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), dq.data(), dk.data(), dv.data());
+  auto loss = [&]() {
+    NaiveAttentionForward(s, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data());
+    double l = 0;
+    for (int64_t i = 0; i < nq; ++i) l += o[i] * in.d_o[i];
+    return l;
+  };
+  const double eps = 1e-5;
+  for (auto [x, g] : {std::pair{&in.q, &dq}, std::pair{&in.k, &dk}, std::pair{&in.v, &dv}})
+    for (size_t i = 0; i < x->size(); i += 7) {
+      const double x0 = (*x)[i];
+      (*x)[i] = x0 + eps;
+      const double lp = loss();
+      (*x)[i] = x0 - eps;
+      const double lm = loss();
+      (*x)[i] = x0;
+      EXPECT_NEAR((lp - lm) / (2 * eps), (*g)[i], 1e-7 * std::max(1.0, std::fabs((*g)[i]))) << i;
+    }
+}
+
+// Central differences of L = sum(o * G) through the tiled F64 forward versus
+// the tiled F64 backward with d_o = G. L(x + e) - L(x - e) is formed as
+// sum((o+ - o-) * G) so unaffected outputs cancel exactly.
+void CheckFiniteDifferences(const Case& c) {
+  const NaiveAttentionShape s = ShapeOf(c);
+  const Inputs in = RandomInputs<double>(s, c.seed);
+  Buffers<double> b(c, in);
+  b.Forward();
+  b.Backward();
+  const std::vector<double> grads[3] = {Buffers<double>::Get(b.p.dq), Buffers<double>::Get(b.p.dk),
+                                        Buffers<double>::Get(b.p.dv)};
+  const Tensor* inputs[3] = {&b.p.q, &b.p.k, &b.p.v};
+  const char* names[3] = {"q", "k", "v"};
+  std::mt19937 rng(c.seed + 7);
+  const double eps = 1e-6;
+  int checked = 0;
+  double worst = 0;
+  for (int t = 0; t < 3; ++t) {
+    const Tensor& x = *inputs[t];
+    const int64_t rs = x.row_size();
+    std::uniform_int_distribution<int64_t> pick(0, x.shape[0] * rs - 1);
+    for (int sample = 0; sample < 24; ++sample) {
+      const int64_t flat = pick(rng), row = flat / rs, col = flat % rs;
+      double* e = x.as<double>() + row * x.stride0() + col;
+      const double x0 = *e;
+      *e = x0 + eps;
+      b.Forward();
+      const std::vector<double> op = Buffers<double>::Get(b.p.o);
+      *e = x0 - eps;
+      b.Forward();
+      const std::vector<double> om = Buffers<double>::Get(b.p.o);
+      *e = x0;
+      double dl = 0;
+      for (size_t i = 0; i < op.size(); ++i) dl += (op[i] - om[i]) * in.d_o[i];
+      const double fd = dl / (2 * eps), an = grads[t][flat];
+      // Relative error; gradients below 1e-3 (e.g. keys of length-1 documents,
+      // exactly 0) are judged on that scale. Observed worst ~1e-7.
+      const double rel = std::fabs(fd - an) / std::max({std::fabs(fd), std::fabs(an), 1e-3});
+      worst = std::max(worst, rel);
+      EXPECT_LT(rel, 1e-6) << names[t] << " token " << row << " index " << col << ": fd " << fd << " analytic " << an;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 72);
+  ::testing::Test::RecordProperty("worst_relative_error", std::to_string(worst));
+}
+
+TEST(AttentionFiniteDifferences, FullCausal) { CheckFiniteDifferences({"", {150}, 2, 2, 16, 0, 0, false, 101}); }
+TEST(AttentionFiniteDifferences, WindowDocuments) { CheckFiniteDifferences({"", kDocs, 2, 2, 16, 37, 0, false, 102}); }
+TEST(AttentionFiniteDifferences, GqaDocumentsStrided) {
+  CheckFiniteDifferences({"", kDocs, 4, 2, 16, 0, 0, true, 103});
+}
+TEST(AttentionFiniteDifferences, GqaKv1WindowDocuments) {
+  CheckFiniteDifferences({"", kDocs, 4, 1, 24, 7, 0.2, false, 104});
+}
+
+// Each output element is owned by one work item with a fixed summation order,
+// so results are bitwise identical across runs and across thread counts.
+TEST(AttentionDeterminism, BitwiseAcrossRunsAndThreadCounts) {
+  const Case c{"", {700, 3, 1, 420}, 4, 2, 32, 100, 0, true, 77};
+  const NaiveAttentionShape s = ShapeOf(c);
+  const Inputs in = RandomInputs<float>(s, c.seed);
+  const int saved = omp_get_max_threads();
+  std::vector<float> ref_o, ref_lse, ref_dqkv;
+  for (int threads : {2, 2, 1, 3}) {
+    omp_set_num_threads(threads);
+    Buffers<float> b(c, in);
+    b.Forward();
+    b.Backward();
+    if (ref_o.empty()) {
+      ref_o = b.o, ref_lse = b.lse, ref_dqkv = b.dqkv;
+      continue;
+    }
+    EXPECT_EQ(0, std::memcmp(ref_o.data(), b.o.data(), ref_o.size() * sizeof(float))) << threads << " threads";
+    EXPECT_EQ(0, std::memcmp(ref_lse.data(), b.lse.data(), ref_lse.size() * sizeof(float))) << threads;
+    EXPECT_EQ(0, std::memcmp(ref_dqkv.data(), b.dqkv.data(), ref_dqkv.size() * sizeof(float))) << threads;
+  }
+  omp_set_num_threads(saved);
+  // And the outputs are not trivially equal because nothing was written.
+  EXPECT_NE(ref_o[0], static_cast<float>(kSentinel));
+  EXPECT_NE(ref_dqkv[0], static_cast<float>(kSentinel));
+}
+
+// A window at least as long as every segment is the full causal mask: the same
+// key tiles are visited, so the results are bitwise equal.
+TEST(AttentionWindow, WindowCoveringSegmentsEqualsFull) {
+  Case full{"", {129, 64, 1, 90}, 2, 1, 16, 0, 0, false, 5};
+  Case wide = full;
+  wide.window = 129;
+  const Inputs in = RandomInputs<float>(ShapeOf(full), 5);
+  Buffers<float> a(full, in), b(wide, in);
+  a.Forward();
+  b.Forward();
+  a.Backward();
+  b.Backward();
+  EXPECT_EQ(a.o, b.o);
+  EXPECT_EQ(a.lse, b.lse);
+  EXPECT_EQ(a.dqkv, b.dqkv);
+  // While a window one shorter changes the last query of the longest segment.
+  Case narrower = full;
+  narrower.window = 128;
+  Buffers<float> c(narrower, in);
+  c.Forward();
+  EXPECT_NE(a.o, c.o);
+}
+
+TEST(OnlineSoftmax, FloatExpIsAccurateAndVectorFriendly) {
+  double worst = 0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.0f * static_cast<float>(i) / 200000.0f;
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(math::Exp(x) - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7);
+  EXPECT_EQ(math::Exp(0.0f), 1.0f);
+  EXPECT_EQ(math::Exp(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(math::Exp(-200.0f), 0.0f);
+  EXPECT_EQ(math::Exp(-87.5f), 0.0f);  // below the normal range: flushed to exactly 0
+  EXPECT_GT(math::Exp(-87.0f), 0.0f);
+  EXPECT_EQ(math::Exp(200.0f), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(math::Exp(std::numeric_limits<float>::quiet_NaN())));
+  // In a loop (the vectorized form GCC makes of it) the results are the same.
+  std::vector<float> xs(1000), ys(1000);
+  for (int i = 0; i < 1000; ++i) xs[i] = -0.09f * static_cast<float>(i) - 0.013f;
+  for (int i = 0; i < 1000; ++i) ys[i] = math::Exp(xs[i]);
+  for (int i = 0; i < 1000; i += 37) EXPECT_EQ(ys[i], math::Exp(xs[i])) << i;
+  EXPECT_EQ(math::Exp(-std::numeric_limits<double>::infinity()), 0.0);
+}
+
+TEST(OnlineSoftmax, TileByTileEqualsWholeRowAndMergeIsExact) {
+  std::mt19937 rng(3);
+  std::normal_distribution<double> dist(0.0, 4.0);
+  std::vector<double> s(97);
+  for (double& x : s) x = dist(rng);
+  double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (double x : s) mx = std::max(mx, x);
+  for (double x : s) sum += std::exp(x - mx);
+  const double lse = mx + std::log(sum);
+  // Folded in tiles of 10, with an output accumulator of sum exp(s - m) * s.
+  auto fold = [&](size_t begin, size_t end, double* weighted) {
+    math::SoftmaxState<double> st = math::SoftmaxInit<double>();
+    double acc = 0;
+    for (size_t t = begin; t < end; t += 10) {
+      const size_t e = std::min(end, t + 10);
+      double bmax = s[t];
+      for (size_t j = t; j < e; ++j) bmax = std::max(bmax, s[j]);
+      acc *= math::SoftmaxAdvance(st, bmax);
+      double bsum = 0;
+      for (size_t j = t; j < e; ++j) {
+        bsum += math::Exp(s[j] - st.m);
+        acc += math::Exp(s[j] - st.m) * s[j];
+      }
+      math::SoftmaxAccumulate(st, bsum);
+    }
+    if (weighted) *weighted = acc * math::SoftmaxInvSum(st);
+    return st;
+  };
+  double mean_tiled = 0;
+  const math::SoftmaxState<double> whole = fold(0, s.size(), &mean_tiled);
+  EXPECT_NEAR(math::SoftmaxLse(whole), lse, 1e-12);
+  double mean = 0;
+  for (double x : s) mean += std::exp(x - lse) * x;
+  EXPECT_NEAR(mean_tiled, mean, 1e-12);
+  const math::SoftmaxState<double> merged = math::SoftmaxMerge(fold(0, 40, nullptr), fold(40, s.size(), nullptr));
+  EXPECT_NEAR(math::SoftmaxLse(merged), lse, 1e-12);
+  // Empty states are neutral and never produce NaN.
+  const math::SoftmaxState<double> empty = math::SoftmaxInit<double>();
+  EXPECT_NEAR(math::SoftmaxLse(math::SoftmaxMerge(empty, whole)), lse, 1e-12);
+  EXPECT_EQ(math::SoftmaxLse(math::SoftmaxMerge(empty, empty)), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(math::SoftmaxInvSum(empty), 0.0);
+  EXPECT_EQ(math::SoftmaxSafeMax(-std::numeric_limits<double>::infinity()), 0.0);
+  EXPECT_EQ(math::SoftmaxSafeMax(-2.5f), -2.5f);
+  EXPECT_EQ(math::SoftmaxRescale(-std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(math::SoftmaxRescale(1.5f, 1.5f), 1.0f);
+  EXPECT_NEAR(math::SoftmaxProb(s[5], lse) * sum, std::exp(s[5] - mx), 1e-12);
+}
+
+}  // namespace
+}  // namespace longctx
