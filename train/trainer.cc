@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     t->has_eval_ = false;
   }
 
+  t->posfreq_ = std::make_unique<PositionFrequency>(config.data().seq_len());
   t->model_ = std::make_unique<Transformer>(t->dims_, t->backend_.get(), DType::kF32);
   AdamWSettings s;
   s.beta1 = config.optim().beta1();
@@ -160,6 +161,13 @@ absl::Status Trainer::Resume(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat(dir, "/", kTrainerStateFile, ": ", e.what()));
   }
+  if (state->contains("position_frequency")) {
+    absl::StatusOr<PositionFrequency> pf = PositionFrequency::FromJson(state->at("position_frequency"));
+    if (!pf.ok()) return absl::DataLossError(absl::StrCat(dir, "/", kTrainerStateFile, ": ", pf.status().message()));
+    if (pf->max_len() != posfreq_->max_len())
+      return absl::FailedPreconditionError(absl::StrCat(dir, ": position counters for max_len ", pf->max_len()));
+    *posfreq_ = std::move(*pf);
+  }
   optimizer_->set_step(step_);
   LOG(INFO) << "resumed from " << dir << " at step " << step_;
   return absl::OkStatus();
@@ -175,7 +183,28 @@ nlohmann::json Trainer::StateJson(const PackerCursor& last_batch_cursor) const {
   j["last_loss"] = last_loss_;
   j["lr"] = last_lr_;
   j["world_size"] = comm_->world_size();
+  j["position_frequency"] = posfreq_->ToJson();
   return j;
+}
+
+nlohmann::json Trainer::PositionFrequencyEvent() const {
+  auto summary = [&](int64_t window) {
+    const PositionFrequencySummary s = posfreq_->Summarize(config_.posfreq_k(), window);
+    return nlohmann::json{{"window", window},
+                          {"pairs_per_layer", s.total_pairs},
+                          {"share_ge_half", s.share_ge_half},
+                          {"share_ge_three_quarters", s.share_ge_three_quarters},
+                          {"share_le_half", s.share_le_half},
+                          {"largest_i_with_k", s.largest_i_with_k},
+                          {"bins", BinnedCounts(posfreq_->Counts(window))}};
+  };
+  nlohmann::json ev = {{"kind", "posfreq"}, {"step", step_}, {"max_len", posfreq_->max_len()},
+                       {"k", config_.posfreq_k()}};
+  const int full = dims_.layers - dims_.num_layers_of(ROPE_SWA);
+  const int sliding = dims_.num_layers_of(ROPE_SWA);
+  if (full > 0) ev["full"] = summary(0), ev["full"]["layers"] = full;
+  if (sliding > 0) ev["sliding"] = summary(dims_.window), ev["sliding"]["layers"] = sliding;
+  return ev;
 }
 
 absl::StatusOr<std::string> Trainer::Save(const PackerCursor& last_batch_cursor, const PackedBatch* last_batch) {
@@ -225,6 +254,9 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
       if (!batch.ok()) return batch.status();
       b = std::move(*batch);
       target_tokens += b.num_target_tokens;
+      // Every rank packs every micro-batch of the step, so each counts the
+      // segments of all ranks without communication.
+      posfreq_->AddCuSeqlens(b.cu_seqlens);
     }
     if (target_tokens == 0) return absl::DataLossError(absl::StrCat("step ", next, ": batch has no target tokens"));
     model_->grads().Zero();
@@ -276,6 +308,10 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
       window_tokens = 0;
       window_start = Clock::now();
     }
+    if (rank == 0 && config_.posfreq_every() > 0 && step_ % config_.posfreq_every() == 0) {
+      st = metrics_->Write(PositionFrequencyEvent());
+      if (!st.ok()) return st;
+    }
     if (has_eval_ && config_.eval_every() > 0 && step_ % config_.eval_every() == 0 && step_ != total_steps) {
       absl::StatusOr<std::unique_ptr<Packer>> ep = MakeEvalPacker(config_, tokens_.get());
       if (!ep.ok()) return ep.status();
@@ -303,7 +339,18 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     if (!path.ok()) return path.status();
     summary.checkpoint = *path;
     if (have_last) summary.final_batch_loss = EvaluateBatch(*model_, micro[0], *device_batch_).mean();
-    if (rank == 0) std::printf("checkpoint %s\n", path->c_str());
+    if (rank == 0) {
+      std::printf("checkpoint %s\n", path->c_str());
+      nlohmann::json pf = PositionFrequencyEvent();
+      absl::Status st = metrics_->Write(pf);
+      if (!st.ok()) return st;
+      for (const char* kind : {"full", "sliding"})
+        if (pf.contains(kind))
+          std::printf("posfreq %-7s | pairs/layer %.4g | i >= L/2: %.2f%% | i >= 3L/4: %.2f%% | largest i with >= %g: %lld\n",
+                      kind, pf[kind]["pairs_per_layer"].get<double>(), 100 * pf[kind]["share_ge_half"].get<double>(),
+                      100 * pf[kind]["share_ge_three_quarters"].get<double>(), config_.posfreq_k(),
+                      static_cast<long long>(pf[kind]["largest_i_with_k"].get<int64_t>()));
+    }
     if (has_eval_) {
       absl::StatusOr<std::unique_ptr<Packer>> ep = MakeEvalPacker(config_, tokens_.get());
       if (!ep.ok()) return ep.status();

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/packer.h"
+#include "data/position_frequency.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "kernels/backend.h"
@@ -57,6 +58,12 @@ class Trainer {
   absl::Status Resume(const std::string& checkpoint_dir);
   absl::StatusOr<std::string> Save(const PackerCursor& last_batch_cursor, const PackedBatch* last_batch);
   nlohmann::json StateJson(const PackerCursor& last_batch_cursor) const;
+  nlohmann::json PositionFrequencyEvent() const;
+
+ public:
+  const PositionFrequency& position_frequency() const { return *posfreq_; }
+
+ private:
 
   TrainConfig config_;
   ModelDims dims_;
@@ -74,6 +81,7 @@ class Trainer {
   double last_loss_ = 0;
   double last_lr_ = 0;
   bool has_eval_ = true;  // false when the eval split has no documents
+  std::unique_ptr<PositionFrequency> posfreq_;  // pairs per distance, all steps and ranks
 };
 
 // Threads for OpenMP and OpenBLAS (0 = leave the defaults: all cores). Runs that

@@ -17,6 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "data/byte_tokenizer.h"
+#include "data/packer.h"
+#include "data/position_frequency.h"
+#include "data/token_file.h"
 #include "data/text_corpus.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
@@ -82,6 +85,51 @@ TEST_F(TrainIntegrationTest, LossFallsAndEvalReproducesCheckpointLoss) {
   EXPECT_EQ(j["loss"].get<double>(), state["checkpoint_batch_loss"].get<double>()) << ev.output;
   // And that loss is close to the last training losses (weights moved one step).
   EXPECT_NEAR(j["loss"].get<double>(), losses[80], 0.3);
+}
+
+// The trainer's live counters equal Eq. 2 recomputed from the batches it
+// trained on (replayed by a fresh packer), are logged, and survive a resume.
+TEST_F(TrainIntegrationTest, PositionFrequencyCountsTheTrainedSegments) {
+  const std::string out = tmp_ / "pf";
+  auto r = RunCommand(TrainCommand(out, "--steps=6 --grad_accum=2 --ckpt_every=3 --posfreq_every=2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(TrainCommand(out, "--steps=9 --grad_accum=2 --ckpt_every=3 --posfreq_every=2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json state = nlohmann::json::parse(ReadFile(out + "/step-00000009/trainer_state.json"));
+  absl::StatusOr<PositionFrequency> pf = PositionFrequency::FromJson(state["position_frequency"]);
+  ASSERT_TRUE(pf.ok()) << pf.status();
+
+  absl::StatusOr<TokenFileReader> reader = TokenFileReader::Open(data_);
+  ASSERT_TRUE(reader.ok());
+  PackerOptions o;
+  o.seq_len = 32;  // configs/tiny-test.textproto
+  o.batch_size = 2;
+  o.shuffle_seed = 1234;
+  o.eval_fraction = 0.02;
+  o.split = PackerSplit::kTrain;
+  absl::StatusOr<Packer> packer = Packer::Create(&*reader, o);
+  ASSERT_TRUE(packer.ok());
+  PositionFrequency want(32);
+  for (int b = 0; b < 9 * 2; ++b) {
+    absl::StatusOr<PackedBatch> batch = packer->Next();
+    ASSERT_TRUE(batch.ok());
+    for (size_t i = 1; i < batch->cu_seqlens.size(); ++i) {
+      const int64_t s = batch->cu_seqlens[i] - batch->cu_seqlens[i - 1];
+      want.AddSegment(s);
+    }
+  }
+  EXPECT_EQ(pf->Counts(), want.Counts());
+  EXPECT_EQ(pf->Counts(8), want.Counts(8));  // tiny-test: window 8
+  // Logged as metrics events with both layer kinds of the RNoPE-SWA model.
+  int events = 0;
+  for (absl::string_view line : absl::StrSplit(ReadFile(out + "/metrics.jsonl"), '\n', absl::SkipEmpty())) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] != "posfreq") continue;
+    ++events;
+    EXPECT_TRUE(j.contains("full") && j.contains("sliding")) << line;
+    EXPECT_EQ(j["sliding"]["largest_i_with_k"].get<int>(), 7) << line;  // i < w = 8
+  }
+  EXPECT_GE(events, 4);
 }
 
 TEST_F(TrainIntegrationTest, KilledRunResumesWithIdenticalNextSteps) {
