@@ -8,11 +8,15 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build pkg-config git
       libabsl-dev libprotobuf-dev protobuf-compiler libzstd-dev zstd
       libopenmpi-dev openmpi-bin libopenblas-openmp-dev
-      libgtest-dev libgmock-dev nlohmann-json3-dev python3 nodejs npm)
+      libgtest-dev libgmock-dev nlohmann-json3-dev python3)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# node and npm (for the npm-shipped corpora and tokenizer vocabularies) may come
+# from outside Debian; install Debian's only when the commands are absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
