@@ -91,13 +91,16 @@ MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq
   }
   m.layer_floats_per_token = per;
   m.layer_activations = static_cast<int64_t>(d.layers) * m.tokens * per * kF32;
-  m.final_norm = m.tokens * (D + 1) * kF32;
+  // The last layer's output (the final residual), the final norm's output and rstd.
+  m.final_norm = m.tokens * (2 * D + 1) * kF32;
   m.token_buffers = m.tokens * 3 * kI32;
   m.logits_chunk_tokens = std::min(logits_chunk_tokens, m.tokens);
   m.logits_chunk = m.logits_chunk_tokens * static_cast<int64_t>(d.vocab) * kF32;
   // Backward scratch, reused by every layer: dx and d_mid, dqkv, d_attn_out,
   // dgate_up, dh (gradient of the swiglu output).
-  m.scratch_floats_per_token = 2 * D + d.qkv_dim() + d.q_dim() + 2 * F + F;
+  // dx, dxn, dqkv, d_o, dgate_up, dh; with qk_norm two more q-sized buffers
+  // (dense copies for the per-head norm backward).
+  m.scratch_floats_per_token = 2 * D + d.qkv_dim() + d.q_dim() + 2 * F + F + (d.qk_norm ? 2 * d.q_dim() : 0);
   m.backward_scratch = m.tokens * m.scratch_floats_per_token * kF32;
   m.activations = m.layer_activations + m.final_norm + m.token_buffers + m.logits_chunk + m.backward_scratch;
   m.total = m.weights + m.grads + m.adam_m + m.adam_v + m.activations;
@@ -208,7 +211,7 @@ std::string FormatPlan(const Plan& plan) {
   s += Row("adamw v", Bytes(m.adam_v), Pct(m.adam_v, mt));
   s += Row("activations: layers", Bytes(m.layer_activations),
            absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / layer"));
-  s += Row("activations: final norm", Bytes(m.final_norm));
+  s += Row("activations: final x + norm", Bytes(m.final_norm));
   s += Row("activations: token ids", Bytes(m.token_buffers), "ids, targets, positions (int32)");
   s += Row("activations: logits chunk", Bytes(m.logits_chunk), absl::StrCat(m.logits_chunk_tokens, " x vocab"));
   s += Row("activations: bwd scratch", Bytes(m.backward_scratch),

@@ -63,7 +63,7 @@ struct MemoryPlan {
   // Activations.
   int64_t layer_floats_per_token = 0;  // stored per layer per token (see plan.cc)
   int64_t layer_activations = 0;       // layers × tokens × layer_floats_per_token × 4
-  int64_t final_norm = 0;              // tokens × (hidden + 1) × 4
+  int64_t final_norm = 0;              // tokens × (2·hidden + 1) × 4: final residual, norm out, rstd
   int64_t token_buffers = 0;           // tokens × 3 int32 (ids, targets, positions)
   int64_t logits_chunk = 0;            // logits_chunk_tokens × vocab × 4
   int64_t scratch_floats_per_token = 0;

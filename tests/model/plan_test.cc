@@ -122,7 +122,7 @@ TEST(EstimateTrainingMemory, TinyTestLinesByHand) {
   EXPECT_EQ(m.grads, m.weights);
   EXPECT_EQ(m.adam_m, m.weights);
   EXPECT_EQ(m.adam_v, m.weights);
-  EXPECT_EQ(m.final_norm, n * 33 * 4);
+  EXPECT_EQ(m.final_norm, n * (32 + 33) * 4);  // final residual + final norm out and rstd
   EXPECT_EQ(m.token_buffers, n * 12);
   EXPECT_EQ(m.logits_chunk_tokens, 64);  // fewer tokens than one 256-token chunk
   EXPECT_EQ(m.logits_chunk, 64 * 260 * 4);
