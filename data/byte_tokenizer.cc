@@ -1,12 +1,7 @@
-// Why: the byte tokenizer is the identity on bytes plus four reserved ids; it
-// also hosts MakeTokenizer until a second tokenizer gets its own file.
+// Why: the byte tokenizer is the identity on bytes plus four reserved ids.
 #include "data/byte_tokenizer.h"
 
-#include <memory>
-
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace longctx {
 
@@ -34,15 +29,6 @@ std::string ByteTokenizer::Decode(absl::Span<const int32_t> ids) const {
     }
   }
   return out;
-}
-
-std::vector<std::string> KnownTokenizerNames() { return {"byte"}; }
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const std::string& spec) {
-  if (spec == "byte") return std::make_unique<ByteTokenizer>();
-  return absl::InvalidArgumentError(absl::StrCat("unknown tokenizer \"", spec,
-                                                 "\"; known: ",
-                                                 absl::StrJoin(KnownTokenizerNames(), ", ")));
 }
 
 }  // namespace longctx

@@ -193,7 +193,7 @@ absl::StatusOr<PackerCursor> PackerCursorFromJson(const nlohmann::json& j) {
 // ---------------------------------------------------------------------------
 // Packer
 
-absl::StatusOr<Packer> Packer::Create(const TokenFileReader* reader, const PackerOptions& options) {
+absl::StatusOr<Packer> Packer::Create(const DocumentSource* reader, const PackerOptions& options) {
   if (reader == nullptr) return absl::InvalidArgumentError("Packer: null token file reader");
   if (options.seq_len < 1 || options.batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("Packer: seq_len ", options.seq_len,
@@ -210,7 +210,7 @@ absl::StatusOr<Packer> Packer::Create(const TokenFileReader* reader, const Packe
         absl::StrCat("Packer: eval_fraction ", options.eval_fraction, " not in [0, 1]"));
   }
   if (reader->n_docs() > int64_t{std::numeric_limits<uint32_t>::max()}) {
-    return absl::InvalidArgumentError(absl::StrCat("Packer: ", reader->path(), " has ",
+    return absl::InvalidArgumentError(absl::StrCat("Packer: ", reader->source_name(), " has ",
                                                    reader->n_docs(),
                                                    " documents; at most 2^32-1 supported"));
   }
@@ -228,7 +228,7 @@ absl::StatusOr<Packer> Packer::Create(const TokenFileReader* reader, const Packe
   }
   if (p.docs_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "Packer: the ", PackerSplitName(options.split), " split of ", reader->path(), " (",
+        "Packer: the ", PackerSplitName(options.split), " split of ", reader->source_name(), " (",
         reader->n_docs(), " documents, eval_fraction ", options.eval_fraction,
         ") has no non-empty document"));
   }
@@ -330,7 +330,7 @@ absl::Status Packer::Seek(const PackerCursor& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "packer cursor {epoch ", c.epoch, ", doc_in_epoch ", c.doc_in_epoch, ", token_in_doc ",
         c.token_in_doc, ", rows_emitted ", c.rows_emitted, "} does not fit the ",
-        PackerSplitName(options_.split), " split of ", reader_->path(), " (seq_len ",
+        PackerSplitName(options_.split), " split of ", reader_->source_name(), " (seq_len ",
         options_.seq_len, "): ", why,
         " (was it saved with another token file, seq_len, seed or split?)"));
   };

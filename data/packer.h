@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "data/document_source.h"
 #include "data/token_file.h"
 
 namespace longctx {
@@ -97,7 +98,7 @@ class Packer {
  public:
   // reader must outlive the packer. Errors: bad options, or a split with no
   // non-empty document.
-  static absl::StatusOr<Packer> Create(const TokenFileReader* reader, const PackerOptions& options);
+  static absl::StatusOr<Packer> Create(const DocumentSource* reader, const PackerOptions& options);
 
   // The next B rows; advances the cursor by B rows.
   absl::StatusOr<PackedBatch> Next();
@@ -112,7 +113,7 @@ class Packer {
   absl::Status Seek(const PackerCursor& cursor);
 
   const PackerOptions& options() const { return options_; }
-  const TokenFileReader& reader() const { return *reader_; }
+  const DocumentSource& reader() const { return *reader_; }
   // Documents of the split (ascending file indices; empty documents excluded)
   // and their total length, i.e. the tokens in one epoch.
   const std::vector<uint32_t>& docs() const { return docs_; }
@@ -131,7 +132,7 @@ class Packer {
   // where token i is the first token of a document.
   void ReadStream(StreamPos* pos, int64_t n, int32_t* out, uint8_t* doc_start);
 
-  const TokenFileReader* reader_ = nullptr;
+  const DocumentSource* reader_ = nullptr;
   PackerOptions options_;
   std::vector<uint32_t> docs_;
   int64_t tokens_per_epoch_ = 0;

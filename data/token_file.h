@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "data/document_source.h"
 
 namespace longctx {
 
@@ -106,7 +107,7 @@ struct TokenFileReadOptions {
 
 // Read-only mmapped view of a .ltok file. Movable, not copyable; spans it
 // returns stay valid while the reader lives.
-class TokenFileReader {
+class TokenFileReader final : public DocumentSource {
  public:
   static absl::StatusOr<TokenFileReader> Open(const std::string& path,
                                               const TokenFileReadOptions& options = {});
@@ -117,9 +118,9 @@ class TokenFileReader {
   TokenFileReader& operator=(const TokenFileReader&) = delete;
   ~TokenFileReader();
 
-  int64_t n_docs() const { return static_cast<int64_t>(n_docs_); }
-  int64_t n_tokens() const { return static_cast<int64_t>(n_tokens_); }
-  int64_t vocab_size() const { return static_cast<int64_t>(vocab_size_); }
+  int64_t n_docs() const override { return static_cast<int64_t>(n_docs_); }
+  int64_t n_tokens() const override { return static_cast<int64_t>(n_tokens_); }
+  int64_t vocab_size() const override { return static_cast<int64_t>(vocab_size_); }
   uint32_t token_width() const { return width_; }
   const std::string& tokenizer_name() const { return tokenizer_name_; }
   const std::string& path() const { return path_; }
@@ -127,13 +128,14 @@ class TokenFileReader {
   // Document i (0 <= i < n_docs; CHECKed): where it starts in the token array
   // and how many tokens it has.
   int64_t doc_offset(int64_t i) const;
-  int64_t doc_length(int64_t i) const;
+  int64_t doc_length(int64_t i) const override;
 
   // Token at a global index in [0, n_tokens) (CHECKed).
   int32_t token(int64_t index) const;
   // Copies tokens [start, start + count) of document `doc` into out (widening
   // u16 → int32); the range must lie inside the document (CHECKed).
-  void ReadTokens(int64_t doc, int64_t start, int64_t count, int32_t* out) const;
+  void ReadTokens(int64_t doc, int64_t start, int64_t count, int32_t* out) const override;
+  std::string source_name() const override { return path_; }
   // Document i as int32 ids. For 4-byte files the span points into the mapping
   // (buffer untouched); for 2-byte files the ids are widened into *buffer and
   // the span points there (valid until *buffer changes).

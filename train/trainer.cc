@@ -48,13 +48,21 @@ void SetComputeThreads(int threads) {
   openblas_set_num_threads(threads);
 }
 
-absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const TokenFileReader* tokens) {
+absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(const TrainConfig& config) {
+  if (config.data().path().empty())
+    return absl::InvalidArgumentError("data.path: empty; point it at a token file or directory built by `longctx data`");
+  absl::StatusOr<TokenDataset> d = TokenDataset::Open({config.data().path()});
+  if (!d.ok()) return absl::Status(d.status().code(), absl::StrCat("data.path: ", d.status().message()));
+  return std::make_unique<TokenDataset>(std::move(*d));
+}
+
+absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const DocumentSource* tokens) {
   absl::StatusOr<Packer> p = Packer::Create(tokens, PackerOptionsFor(config, PackerSplit::kTrain));
   if (!p.ok()) return p.status();
   return std::make_unique<Packer>(std::move(*p));
 }
 
-absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const TokenFileReader* tokens) {
+absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const DocumentSource* tokens) {
   absl::StatusOr<Packer> p = Packer::Create(tokens, PackerOptionsFor(config, PackerSplit::kEval));
   if (!p.ok()) return p.status();
   return std::make_unique<Packer>(std::move(*p));
@@ -81,12 +89,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   if (t->tokenizer_->vocab_size() > t->dims_.vocab)
     return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", t->dims_.vocab, " is smaller than tokenizer '",
                                                    t->tokenizer_->name(), "' (", t->tokenizer_->vocab_size(), " ids)"));
-  if (config.data().path().empty())
-    return absl::InvalidArgumentError("data.path: empty; point it at a token file built by `longctx data build`");
-  absl::StatusOr<TokenFileReader> tokens = TokenFileReader::Open(config.data().path());
-  if (!tokens.ok())
-    return absl::Status(tokens.status().code(), absl::StrCat("data.path: ", tokens.status().message()));
-  t->tokens_ = std::make_unique<TokenFileReader>(std::move(*tokens));
+  absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(config);
+  if (!tokens.ok()) return tokens.status();
+  t->tokens_ = std::move(*tokens);
   if (t->tokens_->vocab_size() > t->dims_.vocab)
     return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", t->dims_.vocab, " < vocab of ",
                                                    config.data().path(), " (", t->tokens_->vocab_size(), ")"));
@@ -152,6 +157,12 @@ absl::Status Trainer::Resume(const std::string& dir) {
   absl::StatusOr<nlohmann::json> state = LoadTrainerState(dir);
   if (!state.ok()) return state.status();
   try {
+    if (state->contains("data_docs") && (state->at("data_docs").get<int64_t>() != tokens_->n_docs() ||
+                                         state->at("data_tokens").get<int64_t>() != tokens_->n_tokens()))
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, ": the checkpoint's data had ", state->at("data_docs").get<int64_t>(), " documents and ",
+          state->at("data_tokens").get<int64_t>(), " tokens; ", tokens_->source_name(), " has ", tokens_->n_docs(),
+          " and ", tokens_->n_tokens(), ", so its data cursor does not apply"));
     step_ = state->at("step").get<int64_t>();
     tokens_seen_ = state->at("tokens_seen").get<int64_t>();
     absl::StatusOr<PackerCursor> cursor = PackerCursorFromJson(state->at("packer_cursor"));
@@ -184,6 +195,8 @@ nlohmann::json Trainer::StateJson(const PackerCursor& last_batch_cursor) const {
   j["lr"] = last_lr_;
   j["world_size"] = comm_->world_size();
   j["position_frequency"] = posfreq_->ToJson();
+  j["data_docs"] = tokens_->n_docs();
+  j["data_tokens"] = tokens_->n_tokens();
   return j;
 }
 

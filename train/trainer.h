@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "data/packer.h"
 #include "data/position_frequency.h"
-#include "data/token_file.h"
+#include "data/token_dataset.h"
 #include "data/tokenizer.h"
 #include "kernels/backend.h"
 #include "launch/communicator.h"
@@ -70,7 +70,7 @@ class Trainer {
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<TokenFileReader> tokens_;
+  std::unique_ptr<TokenDataset> tokens_;
   std::unique_ptr<Packer> train_packer_;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<AdamW> optimizer_;
@@ -89,8 +89,10 @@ class Trainer {
 void SetComputeThreads(int threads);
 
 // Loss evaluation packer over the config's eval split, from its start.
-absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const TokenFileReader* tokens);
-absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const TokenFileReader* tokens);
+absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const DocumentSource* tokens);
+absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const DocumentSource* tokens);
+// data.path: one .ltok file or a directory of them (`longctx data tokenize` output).
+absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(const TrainConfig& config);
 
 }  // namespace longctx
 

@@ -1,0 +1,803 @@
+// Why: see png_plot.h. Layout is computed in whole pixels from the font
+// metrics; nothing depends on the locale, the clock or floating-point state
+// beyond plain IEEE arithmetic, so output bytes are reproducible.
+#include "train/png_plot.h"
+
+#include <png.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/log.h"
+
+namespace longctx {
+namespace {
+
+// 5×7 font, ASCII 32..126. Five column bytes per glyph, left to right; bit r
+// of a column byte is row r counted from the top (bit 7 unused).
+constexpr uint8_t kFont[95][5] = {
+    {0x00, 0x00, 0x00, 0x00, 0x00},  // ' '
+    {0x00, 0x00, 0x5F, 0x00, 0x00},  // !
+    {0x00, 0x07, 0x00, 0x07, 0x00},  // "
+    {0x14, 0x7F, 0x14, 0x7F, 0x14},  // #
+    {0x24, 0x2A, 0x7F, 0x2A, 0x12},  // $
+    {0x23, 0x13, 0x08, 0x64, 0x62},  // %
+    {0x36, 0x49, 0x55, 0x22, 0x50},  // &
+    {0x00, 0x05, 0x03, 0x00, 0x00},  // '
+    {0x00, 0x1C, 0x22, 0x41, 0x00},  // (
+    {0x00, 0x41, 0x22, 0x1C, 0x00},  // )
+    {0x14, 0x08, 0x3E, 0x08, 0x14},  // *
+    {0x08, 0x08, 0x3E, 0x08, 0x08},  // +
+    {0x00, 0x50, 0x30, 0x00, 0x00},  // ,
+    {0x08, 0x08, 0x08, 0x08, 0x08},  // -
+    {0x00, 0x60, 0x60, 0x00, 0x00},  // .
+    {0x20, 0x10, 0x08, 0x04, 0x02},  // /
+    {0x3E, 0x51, 0x49, 0x45, 0x3E},  // 0
+    {0x00, 0x42, 0x7F, 0x40, 0x00},  // 1
+    {0x42, 0x61, 0x51, 0x49, 0x46},  // 2
+    {0x21, 0x41, 0x45, 0x4B, 0x31},  // 3
+    {0x18, 0x14, 0x12, 0x7F, 0x10},  // 4
+    {0x27, 0x45, 0x45, 0x45, 0x39},  // 5
+    {0x3C, 0x4A, 0x49, 0x49, 0x30},  // 6
+    {0x01, 0x71, 0x09, 0x05, 0x03},  // 7
+    {0x36, 0x49, 0x49, 0x49, 0x36},  // 8
+    {0x06, 0x49, 0x49, 0x29, 0x1E},  // 9
+    {0x00, 0x36, 0x36, 0x00, 0x00},  // :
+    {0x00, 0x56, 0x36, 0x00, 0x00},  // ;
+    {0x08, 0x14, 0x22, 0x41, 0x00},  // <
+    {0x14, 0x14, 0x14, 0x14, 0x14},  // =
+    {0x00, 0x41, 0x22, 0x14, 0x08},  // >
+    {0x02, 0x01, 0x51, 0x09, 0x06},  // ?
+    {0x32, 0x49, 0x79, 0x41, 0x3E},  // @
+    {0x7E, 0x11, 0x11, 0x11, 0x7E},  // A
+    {0x7F, 0x49, 0x49, 0x49, 0x36},  // B
+    {0x3E, 0x41, 0x41, 0x41, 0x22},  // C
+    {0x7F, 0x41, 0x41, 0x22, 0x1C},  // D
+    {0x7F, 0x49, 0x49, 0x49, 0x41},  // E
+    {0x7F, 0x09, 0x09, 0x09, 0x01},  // F
+    {0x3E, 0x41, 0x49, 0x49, 0x7A},  // G
+    {0x7F, 0x08, 0x08, 0x08, 0x7F},  // H
+    {0x00, 0x41, 0x7F, 0x41, 0x00},  // I
+    {0x20, 0x40, 0x41, 0x3F, 0x01},  // J
+    {0x7F, 0x08, 0x14, 0x22, 0x41},  // K
+    {0x7F, 0x40, 0x40, 0x40, 0x40},  // L
+    {0x7F, 0x02, 0x0C, 0x02, 0x7F},  // M
+    {0x7F, 0x04, 0x08, 0x10, 0x7F},  // N
+    {0x3E, 0x41, 0x41, 0x41, 0x3E},  // O
+    {0x7F, 0x09, 0x09, 0x09, 0x06},  // P
+    {0x3E, 0x41, 0x51, 0x21, 0x5E},  // Q
+    {0x7F, 0x09, 0x19, 0x29, 0x46},  // R
+    {0x46, 0x49, 0x49, 0x49, 0x31},  // S
+    {0x01, 0x01, 0x7F, 0x01, 0x01},  // T
+    {0x3F, 0x40, 0x40, 0x40, 0x3F},  // U
+    {0x1F, 0x20, 0x40, 0x20, 0x1F},  // V
+    {0x3F, 0x40, 0x38, 0x40, 0x3F},  // W
+    {0x63, 0x14, 0x08, 0x14, 0x63},  // X
+    {0x07, 0x08, 0x70, 0x08, 0x07},  // Y
+    {0x61, 0x51, 0x49, 0x45, 0x43},  // Z
+    {0x00, 0x7F, 0x41, 0x41, 0x00},  // [
+    {0x02, 0x04, 0x08, 0x10, 0x20},  // backslash
+    {0x00, 0x41, 0x41, 0x7F, 0x00},  // ]
+    {0x04, 0x02, 0x01, 0x02, 0x04},  // ^
+    {0x40, 0x40, 0x40, 0x40, 0x40},  // _
+    {0x00, 0x01, 0x02, 0x04, 0x00},  // `
+    {0x20, 0x54, 0x54, 0x54, 0x78},  // a
+    {0x7F, 0x48, 0x44, 0x44, 0x38},  // b
+    {0x38, 0x44, 0x44, 0x44, 0x20},  // c
+    {0x38, 0x44, 0x44, 0x48, 0x7F},  // d
+    {0x38, 0x54, 0x54, 0x54, 0x18},  // e
+    {0x08, 0x7E, 0x09, 0x01, 0x02},  // f
+    {0x08, 0x54, 0x54, 0x54, 0x3C},  // g
+    {0x7F, 0x08, 0x04, 0x04, 0x78},  // h
+    {0x00, 0x44, 0x7D, 0x40, 0x00},  // i
+    {0x20, 0x40, 0x44, 0x3D, 0x00},  // j
+    {0x7F, 0x10, 0x28, 0x44, 0x00},  // k
+    {0x00, 0x41, 0x7F, 0x40, 0x00},  // l
+    {0x7C, 0x04, 0x18, 0x04, 0x78},  // m
+    {0x7C, 0x08, 0x04, 0x04, 0x78},  // n
+    {0x38, 0x44, 0x44, 0x44, 0x38},  // o
+    {0x7C, 0x14, 0x14, 0x14, 0x08},  // p
+    {0x08, 0x14, 0x14, 0x14, 0x7C},  // q
+    {0x7C, 0x08, 0x04, 0x04, 0x08},  // r
+    {0x48, 0x54, 0x54, 0x54, 0x20},  // s
+    {0x04, 0x3F, 0x44, 0x40, 0x20},  // t
+    {0x3C, 0x40, 0x40, 0x20, 0x7C},  // u
+    {0x1C, 0x20, 0x40, 0x20, 0x1C},  // v
+    {0x3C, 0x40, 0x30, 0x40, 0x3C},  // w
+    {0x44, 0x28, 0x10, 0x28, 0x44},  // x
+    {0x0C, 0x50, 0x50, 0x50, 0x3C},  // y
+    {0x44, 0x64, 0x54, 0x4C, 0x44},  // z
+    {0x00, 0x08, 0x36, 0x41, 0x00},  // {
+    {0x00, 0x00, 0x7F, 0x00, 0x00},  // |
+    {0x00, 0x41, 0x36, 0x08, 0x00},  // }
+    {0x08, 0x04, 0x08, 0x10, 0x08},  // ~
+};
+
+constexpr int kPad = 10;        // outer margin
+constexpr int kTickLen = 5;     // major tick length
+constexpr int kTickGap = 4;     // tick to its label
+constexpr int kTitleScale = 2;  // titles are drawn at twice the font size
+
+// Clips the segment (x0,y0)-(x1,y1) to [xmin,xmax]×[ymin,ymax] (Liang–Barsky).
+// Returns false when nothing is left.
+bool ClipSegment(double* x0, double* y0, double* x1, double* y1, double xmin, double ymin, double xmax,
+                 double ymax) {
+  const double dx = *x1 - *x0, dy = *y1 - *y0;
+  double t0 = 0, t1 = 1;
+  const double p[4] = {-dx, dx, -dy, dy};
+  const double q[4] = {*x0 - xmin, xmax - *x0, *y0 - ymin, ymax - *y0};
+  for (int k = 0; k < 4; ++k) {
+    if (p[k] == 0) {
+      if (q[k] < 0) return false;
+      continue;
+    }
+    const double r = q[k] / p[k];
+    if (p[k] < 0) {
+      if (r > t1) return false;
+      t0 = std::max(t0, r);
+    } else {
+      if (r < t0) return false;
+      t1 = std::min(t1, r);
+    }
+  }
+  const double ox = *x0, oy = *y0;
+  *x0 = ox + t0 * dx;
+  *y0 = oy + t0 * dy;
+  *x1 = ox + t1 * dx;
+  *y1 = oy + t1 * dy;
+  return true;
+}
+
+// The 1-2-5 step nearest above raw (raw > 0).
+double NiceStep(double raw) {
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  const double m = raw / p;
+  return (m <= 1.0 ? 1.0 : m <= 2.0 ? 2.0 : m <= 5.0 ? 5.0 : 10.0) * p;
+}
+
+std::vector<double> LinearTicks(double lo, double hi, double step) {
+  std::vector<double> ticks;
+  const double first = std::ceil(lo / step - 1e-9);
+  for (int64_t k = 0;; ++k) {
+    const double v = (first + static_cast<double>(k)) * step;
+    if (v > hi + step * 1e-9 || k > 1000) break;
+    ticks.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
+  }
+  return ticks;
+}
+
+// "1.5e+06" → "1.5e6", "1e-05" → "1e-5".
+std::string CompactExponent(std::string s) {
+  const size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  std::string mant = s.substr(0, e), exp = s.substr(e + 1);
+  bool neg = false;
+  if (!exp.empty() && (exp[0] == '+' || exp[0] == '-')) {
+    neg = exp[0] == '-';
+    exp = exp.substr(1);
+  }
+  while (exp.size() > 1 && exp[0] == '0') exp = exp.substr(1);
+  return absl::StrCat(mant, "e", neg ? "-" : "", exp);
+}
+
+}  // namespace
+
+std::string FormatTickLabel(double v, double step) {
+  step = std::abs(step);
+  if (!(step > 0) || !std::isfinite(step)) step = 1;
+  if (std::abs(v) < step * 1e-9) v = 0;  // no "-0"
+  const double a = std::abs(v);
+  if (a >= 1e6 || (a > 0 && a < 1e-3)) {
+    const int digits = std::clamp(static_cast<int>(std::floor(std::log10(a)) - std::floor(std::log10(step))), 0, 3);
+    return CompactExponent(absl::StrFormat("%.*e", digits, v));
+  }
+  // The fewest decimals that write the step exactly (0.25 needs two).
+  int decimals = 0;
+  for (double scaled = step; decimals < 6; ++decimals, scaled *= 10)
+    if (std::abs(scaled - std::round(scaled)) <= 1e-6 * scaled) break;
+  return absl::StrFormat("%.*f", decimals, v);
+}
+
+namespace {
+
+// The label of decade 10^e on a log axis.
+std::string DecadeLabel(int e) {
+  if (e >= 0 && e <= 4) return absl::StrFormat("%.0f", std::pow(10.0, e));
+  if (e < 0 && e >= -3) return absl::StrFormat("%.*f", -e, std::pow(10.0, e));
+  return absl::StrCat("1e", e);
+}
+
+Rgb Lerp(Rgb a, Rgb b, double t) {
+  auto ch = [t](uint8_t x, uint8_t y) {
+    return static_cast<uint8_t>(std::lround(static_cast<double>(x) + (static_cast<double>(y) - x) * t));
+  };
+  return Rgb{ch(a.r, b.r), ch(a.g, b.g), ch(a.b, b.b)};
+}
+
+// setjmp-based libpng error handling; keep this function free of objects with destructors.
+struct PngSink {
+  std::string* out;
+  char error[256];
+};
+
+void PngWriteData(png_structp png, png_bytep data, png_size_t len) {
+  static_cast<PngSink*>(png_get_io_ptr(png))->out->append(reinterpret_cast<const char*>(data), len);
+}
+void PngFlushData(png_structp) {}
+void PngErrorFn(png_structp png, png_const_charp msg) {
+  PngSink* sink = static_cast<PngSink*>(png_get_error_ptr(png));
+  std::snprintf(sink->error, sizeof(sink->error), "%s", msg);
+  png_longjmp(png, 1);
+}
+void PngWarningFn(png_structp, png_const_charp) {}
+
+bool EncodeRows(const Canvas& canvas, PngSink* sink) {
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, sink, PngErrorFn, PngWarningFn);
+  if (png == nullptr) {
+    std::snprintf(sink->error, sizeof(sink->error), "png_create_write_struct failed");
+    return false;
+  }
+  png_infop info = png_create_info_struct(png);
+  if (info == nullptr) {
+    png_destroy_write_struct(&png, nullptr);
+    std::snprintf(sink->error, sizeof(sink->error), "png_create_info_struct failed");
+    return false;
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    return false;
+  }
+  png_set_write_fn(png, sink, PngWriteData, PngFlushData);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(canvas.width()), static_cast<png_uint_32>(canvas.height()), 8,
+               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_compression_level(png, 9);
+  png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_ALL_FILTERS);
+  png_write_info(png, info);
+  const uint8_t* data = canvas.pixels().data();
+  const size_t stride = static_cast<size_t>(canvas.width()) * 3;
+  for (int y = 0; y < canvas.height(); ++y) png_write_row(png, const_cast<png_bytep>(data + y * stride));
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return true;
+}
+
+std::string ErrnoText(int err) {
+  char buf[256];
+  return std::string(strerror_r(err, buf, sizeof(buf)));
+}
+
+}  // namespace
+
+Rgb PaletteColor(int index) {
+  static constexpr Rgb kPalette[10] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214, 39, 40},
+                                       {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127},
+                                       {188, 189, 34},  {23, 190, 207}};
+  return kPalette[((index % 10) + 10) % 10];
+}
+
+bool GlyphPixel(char ch, int column, int row) {
+  int c = static_cast<unsigned char>(ch);
+  if (c < 32 || c > 126) c = '?';
+  if (column < 0 || column >= kGlyphWidth || row < 0 || row >= kGlyphHeight) return false;
+  return (kFont[c - 32][column] >> row) & 1;
+}
+
+int TextWidth(std::string_view text, int scale) {
+  if (text.empty()) return 0;
+  return (static_cast<int>(text.size()) * kGlyphAdvance - 1) * scale;
+}
+
+// ---------------------------------------------------------------- Canvas
+
+Canvas::Canvas(int width, int height, Rgb background) : width_(width), height_(height) {
+  CHECK(width >= 1 && height >= 1) << "canvas " << width << "x" << height;
+  pixels_.resize(static_cast<size_t>(width) * height * 3);
+  for (size_t i = 0; i < pixels_.size(); i += 3) {
+    pixels_[i] = background.r;
+    pixels_[i + 1] = background.g;
+    pixels_[i + 2] = background.b;
+  }
+  ResetClip();
+}
+
+Rgb Canvas::Get(int x, int y) const {
+  CHECK(x >= 0 && x < width_ && y >= 0 && y < height_) << "pixel (" << x << ", " << y << ")";
+  const size_t i = (static_cast<size_t>(y) * width_ + x) * 3;
+  return Rgb{pixels_[i], pixels_[i + 1], pixels_[i + 2]};
+}
+
+void Canvas::Set(int x, int y, Rgb color) {
+  if (x < clip_x0_ || x > clip_x1_ || y < clip_y0_ || y > clip_y1_) return;
+  const size_t i = (static_cast<size_t>(y) * width_ + x) * 3;
+  pixels_[i] = color.r;
+  pixels_[i + 1] = color.g;
+  pixels_[i + 2] = color.b;
+}
+
+void Canvas::SetClip(int x0, int y0, int x1, int y1) {
+  clip_x0_ = std::max(0, x0);
+  clip_y0_ = std::max(0, y0);
+  clip_x1_ = std::min(width_ - 1, x1);
+  clip_y1_ = std::min(height_ - 1, y1);
+}
+
+void Canvas::ResetClip() { SetClip(0, 0, width_ - 1, height_ - 1); }
+
+void Canvas::FillRect(int x, int y, int w, int h, Rgb color) {
+  const int x0 = std::max(x, clip_x0_), x1 = std::min(x + w - 1, clip_x1_);
+  const int y0 = std::max(y, clip_y0_), y1 = std::min(y + h - 1, clip_y1_);
+  for (int yy = y0; yy <= y1; ++yy)
+    for (int xx = x0; xx <= x1; ++xx) Set(xx, yy, color);
+}
+
+void Canvas::StrokeRect(int x, int y, int w, int h, Rgb color, int thickness) {
+  const int t = std::max(1, std::min({thickness, (w + 1) / 2, (h + 1) / 2}));
+  FillRect(x, y, w, t, color);
+  FillRect(x, y + h - t, w, t, color);
+  FillRect(x, y, t, h, color);
+  FillRect(x + w - t, y, t, h, color);
+}
+
+void Canvas::Brush(int x, int y, Rgb color, int thickness) {
+  if (thickness <= 1) {
+    Set(x, y, color);
+    return;
+  }
+  FillRect(x - (thickness - 1) / 2, y - (thickness - 1) / 2, thickness, thickness, color);
+}
+
+void Canvas::Stroke(double x0, double y0, double x1, double y1, Rgb color, int thickness, int dash, int gap) {
+  if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1)) return;
+  // Cut away what lies far outside the canvas so huge coordinates stay cheap;
+  // inside the canvas the pixels are exactly those of the uncut segment.
+  const double m = thickness + 2.0;
+  const double ox = x0, oy = y0;
+  if (!ClipSegment(&x0, &y0, &x1, &y1, -m, -m, width_ - 1 + m, height_ - 1 + m)) return;
+  int ix0 = static_cast<int>(std::lround(x0)), iy0 = static_cast<int>(std::lround(y0));
+  const int ix1 = static_cast<int>(std::lround(x1)), iy1 = static_cast<int>(std::lround(y1));
+  const int dx = std::abs(ix1 - ix0), dy = -std::abs(iy1 - iy0);
+  const int sx = ix0 < ix1 ? 1 : -1, sy = iy0 < iy1 ? 1 : -1;
+  // Dash phase counted along the major axis from the uncut start.
+  const bool x_major = dx >= -dy;
+  int step = x_major ? std::abs(ix0 - static_cast<int>(std::lround(ox)))
+                     : std::abs(iy0 - static_cast<int>(std::lround(oy)));
+  const int period = dash + gap;
+  int err = dx + dy;
+  while (true) {
+    if (period <= 0 || step % period < dash) Brush(ix0, iy0, color, thickness);
+    if (ix0 == ix1 && iy0 == iy1) break;
+    const int e2 = 2 * err;
+    bool moved_major = false;
+    if (e2 >= dy) {
+      err += dy;
+      ix0 += sx;
+      moved_major |= x_major;
+    }
+    if (e2 <= dx) {
+      err += dx;
+      iy0 += sy;
+      moved_major |= !x_major;
+    }
+    if (moved_major) ++step;
+  }
+}
+
+void Canvas::Line(double x0, double y0, double x1, double y1, Rgb color, int thickness) {
+  Stroke(x0, y0, x1, y1, color, thickness, 0, 0);
+}
+
+void Canvas::DashedLine(double x0, double y0, double x1, double y1, Rgb color, int dash, int gap, int thickness) {
+  Stroke(x0, y0, x1, y1, color, thickness, std::max(1, dash), std::max(0, gap));
+}
+
+void Canvas::Text(int x, int y, std::string_view text, Rgb color, int scale, HAlign align) {
+  scale = std::max(1, scale);
+  const int w = TextWidth(text, scale);
+  if (align == HAlign::kCenter) x -= w / 2;
+  if (align == HAlign::kRight) x -= w;
+  for (size_t k = 0; k < text.size(); ++k) {
+    const int gx = x + static_cast<int>(k) * kGlyphAdvance * scale;
+    for (int c = 0; c < kGlyphWidth; ++c)
+      for (int r = 0; r < kGlyphHeight; ++r)
+        if (GlyphPixel(text[k], c, r)) FillRect(gx + c * scale, y + r * scale, scale, scale, color);
+  }
+}
+
+void Canvas::TextVertical(int x, int y_center, std::string_view text, Rgb color, int scale) {
+  scale = std::max(1, scale);
+  // Font pixel (u along the text, v down the glyph) lands at (x + v, y_last − u),
+  // y_last the box's lowest row: the glyph tops face left, the text reads upwards.
+  const int w = TextWidth(text, scale);
+  const int top = y_center - w / 2;
+  for (size_t k = 0; k < text.size(); ++k) {
+    const int gu = static_cast<int>(k) * kGlyphAdvance;
+    for (int c = 0; c < kGlyphWidth; ++c)
+      for (int r = 0; r < kGlyphHeight; ++r)
+        if (GlyphPixel(text[k], c, r)) FillRect(x + r * scale, top + w - (gu + c + 1) * scale, scale, scale, color);
+  }
+}
+
+// ---------------------------------------------------------------- PNG
+
+absl::StatusOr<std::string> EncodePng(const Canvas& canvas) {
+  std::string out;
+  PngSink sink{&out, {0}};
+  if (!EncodeRows(canvas, &sink)) return absl::InternalError(absl::StrCat("PNG encoding failed: ", sink.error));
+  return out;
+}
+
+absl::Status WritePng(const Canvas& canvas, const std::string& path) {
+  absl::StatusOr<std::string> bytes = EncodePng(canvas);
+  if (!bytes.ok()) return absl::InternalError(absl::StrCat("writing ", path, ": ", bytes.status().message()));
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return absl::InternalError(absl::StrCat("writing ", path, ": ", ErrnoText(errno)));
+  const size_t n = std::fwrite(bytes->data(), 1, bytes->size(), f);
+  const int write_err = n == bytes->size() ? 0 : errno;
+  if (std::fclose(f) != 0 || write_err != 0) {
+    const int err = write_err != 0 ? write_err : errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("writing ", path, ": ", ErrnoText(err)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("writing ", path, " (rename from ", tmp, "): ", ErrnoText(err)));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- LinePlot
+
+double PlotFrame::PixelX(double x) const {
+  return left + (x - x_min) / (x_max - x_min) * static_cast<double>(right - left);
+}
+
+double PlotFrame::PixelY(double y) const {
+  const double t = log_y ? (std::log10(y) - std::log10(y_min)) / (std::log10(y_max) - std::log10(y_min))
+                         : (y - y_min) / (y_max - y_min);
+  return bottom - t * static_cast<double>(bottom - top);
+}
+
+void LinePlot::AddSeries(std::string name, std::vector<double> x, std::vector<double> y) {
+  PlotSeries s;
+  s.name = std::move(name);
+  s.x = std::move(x);
+  s.y = std::move(y);
+  series_.push_back(std::move(s));
+}
+
+void LinePlot::AddMarker(double x, std::string label) {
+  PlotMarker m;
+  m.x = x;
+  m.label = std::move(label);
+  markers_.push_back(std::move(m));
+}
+
+absl::StatusOr<RenderedPlot> LinePlot::Render() const {
+  const LinePlotOptions& o = options_;
+  if (series_.empty()) return absl::InvalidArgumentError("line plot: no series");
+  const bool log_y = o.log_y;
+  auto usable = [log_y](double x, double y) { return std::isfinite(x) && std::isfinite(y) && (!log_y || y > 0); };
+  double dx_min = INFINITY, dx_max = -INFINITY, dy_min = INFINITY, dy_max = -INFINITY;
+  for (const PlotSeries& s : series_) {
+    if (s.x.size() != s.y.size())
+      return absl::InvalidArgumentError(
+          absl::StrCat("line plot: series '", s.name, "' has ", s.x.size(), " x and ", s.y.size(), " y values"));
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!usable(s.x[i], s.y[i])) continue;
+      dx_min = std::min(dx_min, s.x[i]);
+      dx_max = std::max(dx_max, s.x[i]);
+      dy_min = std::min(dy_min, s.y[i]);
+      dy_max = std::max(dy_max, s.y[i]);
+    }
+  }
+  if (!(dx_min <= dx_max)) return absl::InvalidArgumentError("line plot: no drawable point");
+
+  PlotFrame f;
+  f.log_y = log_y;
+  f.x_min = std::isnan(o.x_min) ? dx_min : o.x_min;
+  f.x_max = std::isnan(o.x_max) ? dx_max : o.x_max;
+  if (f.x_min == f.x_max && std::isnan(o.x_min) && std::isnan(o.x_max)) f.x_min -= 0.5, f.x_max += 0.5;
+  // y range and ticks.
+  std::vector<double> y_major;                  // data values of labelled / gridded ticks
+  std::vector<std::string> y_labels;            // "" = unlabelled major tick
+  std::vector<double> y_minor;                  // short unlabelled ticks (log axes)
+  if (log_y) {
+    f.y_min = std::isnan(o.y_min) ? std::pow(10.0, std::floor(std::log10(dy_min))) : o.y_min;
+    f.y_max = std::isnan(o.y_max) ? std::pow(10.0, std::ceil(std::log10(dy_max))) : o.y_max;
+    if (f.y_min == f.y_max && std::isnan(o.y_max)) f.y_max *= 10;
+    if (!(f.y_min > 0 && f.y_max > f.y_min && std::isfinite(f.y_max)))
+      return absl::InvalidArgumentError(absl::StrFormat("line plot: bad log y range [%g, %g]", f.y_min, f.y_max));
+    const int e0 = static_cast<int>(std::ceil(std::log10(f.y_min) - 1e-9));
+    const int e1 = static_cast<int>(std::floor(std::log10(f.y_max) + 1e-9));
+    const int n_decades = e1 - e0 + 1;
+    const int label_every = std::max(1, (n_decades + 9) / 10);
+    for (int e = e0; e <= e1; ++e) {
+      y_major.push_back(std::pow(10.0, e));
+      y_labels.push_back((e - e0) % label_every == 0 ? DecadeLabel(e) : "");
+    }
+    if (n_decades <= 6)
+      for (int e = e0 - 1; e <= e1; ++e)
+        for (int m = 2; m <= 9; ++m) {
+          const double v = m * std::pow(10.0, e);
+          if (v >= f.y_min && v <= f.y_max) y_minor.push_back(v);
+        }
+  } else {
+    double lo = std::isnan(o.y_min) ? dy_min : o.y_min, hi = std::isnan(o.y_max) ? dy_max : o.y_max;
+    if (lo == hi) {
+      const double d = lo == 0 ? 1.0 : std::abs(lo) * 0.5;
+      if (std::isnan(o.y_min)) lo -= d;
+      if (std::isnan(o.y_max)) hi += d;
+    }
+    if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi))
+      return absl::InvalidArgumentError(absl::StrFormat("line plot: bad y range [%g, %g]", lo, hi));
+    const double step = NiceStep((hi - lo) / 6);
+    if (std::isnan(o.y_min)) lo = std::floor(lo / step + 1e-9) * step;
+    if (std::isnan(o.y_max)) hi = std::ceil(hi / step - 1e-9) * step;
+    f.y_min = lo;
+    f.y_max = hi;
+    for (double v : LinearTicks(lo, hi, step)) {
+      y_major.push_back(v);
+      y_labels.push_back(FormatTickLabel(v, step));
+    }
+  }
+  if (!(f.x_max > f.x_min) || !std::isfinite(f.x_min) || !std::isfinite(f.x_max))
+    return absl::InvalidArgumentError(absl::StrFormat("line plot: bad x range [%g, %g]", f.x_min, f.x_max));
+  std::vector<double> x_ticks;
+  std::vector<std::string> x_labels;
+  if (!o.x_ticks.empty()) {
+    double min_gap = INFINITY;
+    for (size_t i = 1; i < o.x_ticks.size(); ++i) min_gap = std::min(min_gap, std::abs(o.x_ticks[i] - o.x_ticks[i - 1]));
+    for (double v : o.x_ticks)
+      if (v >= f.x_min && v <= f.x_max) {
+        x_ticks.push_back(v);
+        x_labels.push_back(FormatTickLabel(v, std::isfinite(min_gap) && min_gap > 0 ? min_gap : std::max(1.0, std::abs(v))));
+      }
+  } else {
+    const double step = NiceStep((f.x_max - f.x_min) / 8);
+    for (double v : LinearTicks(f.x_min, f.x_max, step)) {
+      x_ticks.push_back(v);
+      x_labels.push_back(FormatTickLabel(v, step));
+    }
+  }
+
+  // Layout.
+  int y_label_w = 0;
+  for (const std::string& s : y_labels) y_label_w = std::max(y_label_w, TextWidth(s));
+  const int title_h = o.title.empty() ? 0 : TextHeight(kTitleScale) + kPad;
+  const int last_x_label_w = x_labels.empty() ? 0 : TextWidth(x_labels.back());
+  const int margin_left = kPad + (o.y_label.empty() ? 0 : TextHeight() + 2 * kTickGap) + y_label_w + kTickGap + kTickLen;
+  const int margin_right = kPad + last_x_label_w / 2;
+  const int margin_top = kPad + title_h + kTickGap;
+  const int margin_bottom =
+      kTickLen + kTickGap + TextHeight() + (o.x_label.empty() ? 0 : 2 * kTickGap + TextHeight()) + kPad;
+  f.left = margin_left;
+  f.right = o.width - 1 - margin_right;
+  f.top = margin_top;
+  f.bottom = o.height - 1 - margin_bottom;
+  if (o.width <= 0 || o.height <= 0 || f.right - f.left < 20 || f.bottom - f.top < 20)
+    return absl::InvalidArgumentError(
+        absl::StrCat("line plot: canvas ", o.width, "x", o.height, " is too small for its labels"));
+
+  RenderedPlot out{Canvas(o.width, o.height, kWhite), f};
+  Canvas& c = out.canvas;
+  // Grid.
+  for (double v : x_ticks) {
+    const int px = static_cast<int>(std::lround(f.PixelX(v)));
+    c.Line(px, f.top, px, f.bottom, kGridGrey);
+  }
+  for (double v : y_major) {
+    const int py = static_cast<int>(std::lround(f.PixelY(v)));
+    c.Line(f.left, py, f.right, py, kGridGrey);
+  }
+  // Markers, then series, clipped to the plot area.
+  c.SetClip(f.left, f.top, f.right, f.bottom);
+  for (const PlotMarker& m : markers_) {
+    if (!(m.x >= f.x_min && m.x <= f.x_max)) continue;
+    const int px = static_cast<int>(std::lround(f.PixelX(m.x)));
+    c.DashedLine(px, f.top, px, f.bottom, m.color, 6, 4);
+    c.Text(px + 4, f.top + 4, m.label, m.color);
+  }
+  for (size_t si = 0; si < series_.size(); ++si) {
+    const PlotSeries& s = series_[si];
+    const Rgb color = s.auto_color ? PaletteColor(static_cast<int>(si)) : s.color;
+    bool have_prev = false;
+    double px = 0, py = 0;
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!usable(s.x[i], s.y[i])) {
+        have_prev = false;
+        continue;
+      }
+      const double qx = f.PixelX(s.x[i]), qy = f.PixelY(s.y[i]);
+      if (have_prev) {
+        c.Line(px, py, qx, qy, color, s.thickness);
+      } else {
+        c.Line(qx, qy, qx, qy, color, s.thickness);  // a lone point stays visible
+      }
+      px = qx;
+      py = qy;
+      have_prev = true;
+    }
+  }
+  c.ResetClip();
+  // Frame, ticks, labels.
+  c.StrokeRect(f.left, f.top, f.right - f.left + 1, f.bottom - f.top + 1, kBlack);
+  for (size_t i = 0; i < x_ticks.size(); ++i) {
+    const int px = static_cast<int>(std::lround(f.PixelX(x_ticks[i])));
+    c.Line(px, f.bottom + 1, px, f.bottom + kTickLen, kBlack);
+    c.Text(px, f.bottom + kTickLen + kTickGap, x_labels[i], kBlack, 1, HAlign::kCenter);
+  }
+  for (size_t i = 0; i < y_major.size(); ++i) {
+    const int py = static_cast<int>(std::lround(f.PixelY(y_major[i])));
+    c.Line(f.left - kTickLen, py, f.left - 1, py, kBlack);
+    c.Text(f.left - kTickLen - kTickGap, py - TextHeight() / 2, y_labels[i], kBlack, 1, HAlign::kRight);
+  }
+  for (double v : y_minor) {
+    const int py = static_cast<int>(std::lround(f.PixelY(v)));
+    c.Line(f.left - 3, py, f.left - 1, py, kBlack);
+  }
+  if (!o.title.empty()) c.Text(o.width / 2, kPad, o.title, kBlack, kTitleScale, HAlign::kCenter);
+  if (!o.x_label.empty())
+    c.Text((f.left + f.right) / 2, f.bottom + kTickLen + kTickGap + TextHeight() + 2 * kTickGap, o.x_label, kBlack, 1,
+           HAlign::kCenter);
+  if (!o.y_label.empty()) c.TextVertical(kPad, (f.top + f.bottom) / 2, o.y_label, kBlack);
+  // Legend.
+  std::vector<size_t> named;
+  for (size_t i = 0; i < series_.size(); ++i)
+    if (!series_[i].name.empty()) named.push_back(i);
+  if (o.legend && !named.empty()) {
+    constexpr int kSample = 24, kRowH = TextHeight() + 6;
+    int name_w = 0;
+    for (size_t i : named) name_w = std::max(name_w, TextWidth(series_[i].name));
+    const int w = 6 + kSample + 6 + name_w + 6;
+    const int h = 6 + static_cast<int>(named.size()) * kRowH;
+    const bool right = o.legend_corner == LegendCorner::kTopRight || o.legend_corner == LegendCorner::kBottomRight;
+    const bool top = o.legend_corner == LegendCorner::kTopRight || o.legend_corner == LegendCorner::kTopLeft;
+    const int lx = right ? f.right - 8 - w : f.left + 8;
+    const int ly = top ? f.top + 8 : f.bottom - 8 - h;
+    c.FillRect(lx, ly, w, h, kWhite);
+    c.StrokeRect(lx, ly, w, h, Rgb{150, 150, 150});
+    for (size_t k = 0; k < named.size(); ++k) {
+      const PlotSeries& s = series_[named[k]];
+      const Rgb color = s.auto_color ? PaletteColor(static_cast<int>(named[k])) : s.color;
+      const int row_y = ly + 6 + static_cast<int>(k) * kRowH;
+      const int mid = row_y + TextHeight() / 2;
+      c.Line(lx + 6, mid, lx + 6 + kSample, mid, color, std::max(2, s.thickness));
+      c.Text(lx + 6 + kSample + 6, row_y, s.name, kBlack);
+    }
+  }
+  return out;
+}
+
+absl::Status LinePlot::WritePng(const std::string& path) const {
+  absl::StatusOr<RenderedPlot> r = Render();
+  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("plot for ", path, ": ", r.status().message()));
+  return longctx::WritePng(r->canvas, path);
+}
+
+// ---------------------------------------------------------------- Heatmap
+
+Rgb HeatmapColor(double t) {
+  if (std::isnan(t)) return kMissingGrey;
+  static constexpr Rgb kLow{240, 73, 110}, kMid{235, 184, 57}, kHigh{12, 215, 159};
+  t = std::clamp(t, 0.0, 1.0);
+  return t <= 0.5 ? Lerp(kLow, kMid, t / 0.5) : Lerp(kMid, kHigh, (t - 0.5) / 0.5);
+}
+
+PixelRect RenderedHeatmap::Cell(int row, int col) const {
+  CHECK(row >= 0 && row < rows && col >= 0 && col < cols) << "cell (" << row << ", " << col << ")";
+  const int x0 = grid.x + col * grid.w / cols, x1 = grid.x + (col + 1) * grid.w / cols;
+  const int y0 = grid.y + row * grid.h / rows, y1 = grid.y + (row + 1) * grid.h / rows;
+  return PixelRect{x0, y0, x1 - x0 - 1, y1 - y0 - 1};
+}
+
+Heatmap::Heatmap(int rows, int cols, HeatmapOptions options)
+    : rows_(rows), cols_(cols), options_(std::move(options)) {
+  CHECK(rows >= 1 && cols >= 1) << "heatmap " << rows << "x" << cols;
+  values_.assign(static_cast<size_t>(rows) * cols, std::numeric_limits<double>::quiet_NaN());
+}
+
+void Heatmap::Set(int row, int col, double value) {
+  CHECK(row >= 0 && row < rows_ && col >= 0 && col < cols_) << "cell (" << row << ", " << col << ")";
+  values_[static_cast<size_t>(row) * cols_ + col] = value;
+}
+
+double Heatmap::Get(int row, int col) const {
+  CHECK(row >= 0 && row < rows_ && col >= 0 && col < cols_) << "cell (" << row << ", " << col << ")";
+  return values_[static_cast<size_t>(row) * cols_ + col];
+}
+
+absl::StatusOr<RenderedHeatmap> Heatmap::Render() const {
+  const HeatmapOptions& o = options_;
+  if (!o.col_labels.empty() && static_cast<int>(o.col_labels.size()) != cols_)
+    return absl::InvalidArgumentError(
+        absl::StrCat("heatmap: ", o.col_labels.size(), " column labels for ", cols_, " columns"));
+  if (!o.row_labels.empty() && static_cast<int>(o.row_labels.size()) != rows_)
+    return absl::InvalidArgumentError(absl::StrCat("heatmap: ", o.row_labels.size(), " row labels for ", rows_, " rows"));
+  if (!(o.v_max > o.v_min) || !std::isfinite(o.v_min) || !std::isfinite(o.v_max))
+    return absl::InvalidArgumentError(absl::StrFormat("heatmap: bad value range [%g, %g]", o.v_min, o.v_max));
+  std::vector<std::string> col_labels = o.col_labels, row_labels = o.row_labels;
+  if (col_labels.empty())
+    for (int j = 0; j < cols_; ++j) col_labels.push_back(absl::StrCat(j));
+  if (row_labels.empty())
+    for (int i = 0; i < rows_; ++i) row_labels.push_back(absl::StrCat(i));
+  const double cb_step = (o.v_max - o.v_min) / 4;
+  std::vector<std::string> cb_labels;
+  for (int k = 0; k <= 4; ++k) cb_labels.push_back(FormatTickLabel(o.v_min + k * cb_step, cb_step));
+
+  // Layout.
+  constexpr int kBarGap = 14, kBarW = 18;
+  int row_label_w = 0, col_label_w = 0, cb_label_w = 0;
+  for (const std::string& s : row_labels) row_label_w = std::max(row_label_w, TextWidth(s));
+  for (const std::string& s : col_labels) col_label_w = std::max(col_label_w, TextWidth(s));
+  for (const std::string& s : cb_labels) cb_label_w = std::max(cb_label_w, TextWidth(s));
+  const int title_h = o.title.empty() ? 0 : TextHeight(kTitleScale) + kPad;
+  const int margin_left = kPad + (o.y_label.empty() ? 0 : TextHeight() + 2 * kTickGap) + row_label_w + 6;
+  const int margin_right = kBarGap + kBarW + kTickGap + kTickGap + cb_label_w +
+                           (o.colorbar_label.empty() ? 0 : 2 * kTickGap + TextHeight()) + kPad;
+  const int margin_top = kPad + title_h + kTickGap;
+  const int margin_bottom = 6 + TextHeight() + (o.x_label.empty() ? 0 : 2 * kTickGap + TextHeight()) + kPad;
+  RenderedHeatmap out{Canvas(std::max(1, o.width), std::max(1, o.height), kWhite), rows_, cols_, {}, {}};
+  out.grid = PixelRect{margin_left, margin_top, o.width - margin_left - margin_right,
+                       o.height - margin_top - margin_bottom};
+  if (o.width <= 0 || o.height <= 0 || out.grid.w < 2 * cols_ || out.grid.h < 2 * rows_ || out.grid.w < 20 ||
+      out.grid.h < 20)
+    return absl::InvalidArgumentError(absl::StrCat("heatmap: canvas ", o.width, "x", o.height, " is too small for ",
+                                                   rows_, "x", cols_, " cells and their labels"));
+  out.colorbar = PixelRect{out.grid.x + out.grid.w + kBarGap, out.grid.y, kBarW, out.grid.h};
+  Canvas& c = out.canvas;
+
+  // Cells.
+  for (int i = 0; i < rows_; ++i)
+    for (int j = 0; j < cols_; ++j) {
+      const PixelRect r = out.Cell(i, j);
+      const double v = Get(i, j);
+      c.FillRect(r.x, r.y, r.w, r.h, HeatmapColor(std::isnan(v) ? v : (v - o.v_min) / (o.v_max - o.v_min)));
+    }
+  // Row labels (thinned so they do not overlap), centred on their rows.
+  const double cell_h = static_cast<double>(out.grid.h) / rows_, cell_w = static_cast<double>(out.grid.w) / cols_;
+  const int row_every = std::max(1, static_cast<int>(std::ceil((TextHeight() + 3) / cell_h)));
+  for (int i = 0; i < rows_; i += row_every) {
+    const PixelRect r = out.Cell(i, 0);
+    c.Text(out.grid.x - 6, r.y + r.h / 2 - TextHeight() / 2, row_labels[i], kBlack, 1, HAlign::kRight);
+  }
+  const int col_every = std::max(1, static_cast<int>(std::ceil((col_label_w + 6) / cell_w)));
+  for (int j = 0; j < cols_; j += col_every) {
+    const PixelRect r = out.Cell(0, j);
+    c.Text(r.x + r.w / 2, out.grid.y + out.grid.h + 6, col_labels[j], kBlack, 1, HAlign::kCenter);
+  }
+  // Colour bar: one colour per pixel row, v_max at the top; a frame just outside it.
+  const PixelRect& b = out.colorbar;
+  for (int py = 0; py < b.h; ++py)
+    c.FillRect(b.x, b.y + py, b.w, 1, HeatmapColor(b.h == 1 ? 1.0 : 1.0 - static_cast<double>(py) / (b.h - 1)));
+  c.StrokeRect(b.x - 1, b.y - 1, b.w + 2, b.h + 2, kBlack);
+  for (int k = 0; k <= 4; ++k) {
+    const int py = b.y + static_cast<int>(std::lround((1.0 - k / 4.0) * (b.h - 1)));
+    c.Line(b.x + b.w + 1, py, b.x + b.w + kTickGap, py, kBlack);
+    c.Text(b.x + b.w + 2 * kTickGap, py - TextHeight() / 2, cb_labels[k], kBlack);
+  }
+  if (!o.colorbar_label.empty())
+    c.TextVertical(b.x + b.w + 3 * kTickGap + cb_label_w, b.y + b.h / 2, o.colorbar_label, kBlack);
+  if (!o.title.empty()) c.Text(o.width / 2, kPad, o.title, kBlack, kTitleScale, HAlign::kCenter);
+  if (!o.x_label.empty())
+    c.Text(out.grid.x + out.grid.w / 2, out.grid.y + out.grid.h + 6 + TextHeight() + 2 * kTickGap, o.x_label, kBlack,
+           1, HAlign::kCenter);
+  if (!o.y_label.empty()) c.TextVertical(kPad, out.grid.y + out.grid.h / 2, o.y_label, kBlack);
+  return out;
+}
+
+absl::Status Heatmap::WritePng(const std::string& path) const {
+  absl::StatusOr<RenderedHeatmap> r = Render();
+  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("heatmap for ", path, ": ", r.status().message()));
+  return longctx::WritePng(r->canvas, path);
+}
+
+}  // namespace longctx
