@@ -2,6 +2,7 @@
 // (token file, options, rows emitted so far), which is what makes resuming
 // from a checkpointed cursor exact.
 #include "data/packer.h"
+#include "data/splitmix64.h"
 
 #include <algorithm>
 #include <limits>
@@ -13,41 +14,6 @@
 
 namespace longctx {
 namespace {
-
-// SplitMix64 finaliser: a strong 64-bit mixer.
-inline uint64_t Mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, range), range >= 1 (Lemire's multiply-shift with rejection).
-  uint64_t Below(uint64_t range) {
-    unsigned __int128 m = static_cast<unsigned __int128>(Next()) * range;
-    uint64_t low = static_cast<uint64_t>(m);
-    if (low < range) {
-      const uint64_t threshold = (0 - range) % range;
-      while (low < threshold) {
-        m = static_cast<unsigned __int128>(Next()) * range;
-        low = static_cast<uint64_t>(m);
-      }
-    }
-    return static_cast<uint64_t>(m >> 64);
-  }
-
- private:
-  uint64_t state_;
-};
 
 constexpr uint64_t kEvalSalt = 0x6C6F6E6763747845ULL;     // "longctxE"
 constexpr uint64_t kShuffleSalt = 0x6C6F6E6763747853ULL;  // "longctxS"

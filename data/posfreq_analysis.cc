@@ -1,5 +1,6 @@
 // Why: see posfreq_analysis.h.
 #include "data/posfreq_analysis.h"
+#include "data/splitmix64.h"
 
 #include <algorithm>
 #include <limits>
@@ -11,30 +12,6 @@
 
 namespace longctx {
 namespace {
-
-// SplitMix64 (Steele et al.): our own generator, so the uniform case never
-// changes with the standard library or Abseil version.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n) without modulo bias (rejection of the short last block).
-  uint64_t Below(uint64_t n) {
-    const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
-    uint64_t x;
-    do x = Next();
-    while (x >= limit);
-    return x % n;
-  }
-
- private:
-  uint64_t state_;
-};
 
 PosfreqCase MakeCase(std::string name, std::string description, PositionFrequency counts, int64_t segments,
                      double k) {

@@ -1,6 +1,7 @@
 // Why: the shape/dtype rules of every op in one place, checked once before a
 // backend runs the op. Each message names the op and the offending tensor.
 #include "kernels/ops.h"
+#include "kernels/status_macros.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -28,11 +29,6 @@ absl::Status SameShape(const char* op, const char* a_name, const Tensor& a, cons
   return absl::OkStatus();
 }
 
-#define LONGCTX_RETURN_IF_ERROR(expr)        \
-  do {                                       \
-    absl::Status _st = (expr);               \
-    if (!_st.ok()) return _st;               \
-  } while (0)
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 // layer kinds, then what depends on the kinds: window and RoPE dims), and the
 // first failure is returned, so the message always names the root cause.
 #include "model/config.h"
+#include "kernels/status_macros.h"
 
 #include <cmath>
 
@@ -27,11 +28,6 @@ absl::Status MustBeNonNegative(const std::string& field, T value) {
   return Bad(field, absl::StrCat("must be >= 0 (got ", value, ")"));
 }
 
-#define LONGCTX_RETURN_IF_ERROR(expr)            \
-  do {                                           \
-    const ::absl::Status _st = (expr);           \
-    if (!_st.ok()) return _st;                   \
-  } while (0)
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 // back as the same float (1e-05, not 9.999999747378752e-06), so a config.json
 // is readable by people and round-trips bit-exactly.
 #include "model/hf_config.h"
+#include "kernels/status_macros.h"
 
 #include <cmath>
 #include <cstdio>
@@ -66,11 +67,6 @@ absl::Status GetBool(const nlohmann::json& j, const char* key, bool fallback, bo
   return absl::OkStatus();
 }
 
-#define LONGCTX_RETURN_IF_ERROR(expr)  \
-  do {                                 \
-    const ::absl::Status _st = (expr); \
-    if (!_st.ok()) return _st;         \
-  } while (0)
 
 // The kinds from the HF keys when longctx_attention_kinds is absent.
 absl::StatusOr<std::vector<AttentionKind>> KindsFromHf(const nlohmann::json& j, int layers) {

@@ -3,6 +3,7 @@
 // the parser's errors are collected (not printed to stderr by protobuf) and
 // the first one becomes the single line the user sees.
 #include "train/config_loader.h"
+#include "kernels/status_macros.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -34,11 +35,6 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-#define LONGCTX_RETURN_IF_ERROR(expr)  \
-  do {                                 \
-    const ::absl::Status _st = (expr); \
-    if (!_st.ok()) return _st;         \
-  } while (0)
 
 // Keeps the first error (later ones are usually consequences of it).
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/math/hd.h"
+#include "kernels/math/select_bits.h"
 
 namespace longctx::math {
 
@@ -50,21 +51,6 @@ inline AdamWScalars<T> MakeAdamWScalars(double lr, double beta1, double beta2, d
 // share one unpipelined unit on some CPUs (5x slower than memory here). So it is
 // an inverse-sqrt bit-trick seed + 3 Newton steps (relative error < 1e-6,
 // ~2 ulps in practice), all plain arithmetic GCC vectorizes.
-#if !defined(__CUDA_ARCH__)
-namespace detail {
-// c ? a : b on the bits, so GCC if-converts it (see SelectBits in swiglu.h).
-inline float AdamWSelect(bool c, float a, float b) {
-  uint32_t ia, ib;
-  std::memcpy(&ia, &a, 4);
-  std::memcpy(&ib, &b, 4);
-  const uint32_t m = 0u - static_cast<uint32_t>(c);
-  const uint32_t r = (ia & m) | (ib & ~m);
-  float f;
-  std::memcpy(&f, &r, 4);
-  return f;
-}
-}  // namespace detail
-#endif
 
 LONGCTX_HD double AdamWSqrt(double x) { return sqrt(x); }
 
@@ -74,7 +60,7 @@ LONGCTX_HD float AdamWSqrt(float x) {
 #else
   // Tiny (incl. denormal) inputs are scaled by 2^100 so the seed is accurate.
   const bool tiny = x < 1e-30f;
-  const float xs = detail::AdamWSelect(tiny, x * 0x1p100f, x);
+  const float xs = detail::SelectBits(tiny, x * 0x1p100f, x);
   uint32_t bits;
   std::memcpy(&bits, &xs, 4);
   bits = 0x5f375a86u - (bits >> 1);
@@ -85,10 +71,10 @@ LONGCTX_HD float AdamWSqrt(float x) {
   y = y * (1.5f - half * y * y);
   y = y * (1.5f - half * y * y);
   const float r = xs * y;  // 0 for x = 0: y stays finite
-  const float scaled = detail::AdamWSelect(tiny, r * 0x1p-50f, r);
+  const float scaled = detail::SelectBits(tiny, r * 0x1p-50f, r);
   // +inf and NaN are their own sqrt (the iteration would give -inf for +inf);
   // one comparison true for both (a || would become a branch).
-  return detail::AdamWSelect(!(x <= 3.4028234e38f), x, scaled);
+  return detail::SelectBits(!(x <= 3.4028234e38f), x, scaled);
 #endif
 }
 

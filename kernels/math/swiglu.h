@@ -19,25 +19,10 @@
 #include <cstring>
 
 #include "kernels/math/hd.h"
+#include "kernels/math/select_bits.h"
 
 namespace longctx::math {
 
-#if !defined(__CUDA_ARCH__)
-namespace detail {
-// c ? a : b on the bits. A float ternary here is turned into branches (the
-// comparisons "may trap" under -ftrapping-math), which stops vectorization.
-inline float SelectBits(bool c, float a, float b) {
-  uint32_t ia, ib;
-  std::memcpy(&ia, &a, 4);
-  std::memcpy(&ib, &b, 4);
-  const uint32_t m = 0u - static_cast<uint32_t>(c);
-  const uint32_t r = (ia & m) | (ib & ~m);
-  float f;
-  std::memcpy(&f, &r, 4);
-  return f;
-}
-}  // namespace detail
-#endif
 
 LONGCTX_HD double SwiGluExp(double x) { return exp(x); }
 
