@@ -168,6 +168,27 @@ TEST_F(TrainIntegrationTest, KilledRunResumesWithIdenticalNextSteps) {
   EXPECT_EQ(ReadFile(full + "/step-00000060/model.safetensors"), ReadFile(killed + "/step-00000060/model.safetensors"));
 }
 
+// A diverging run stops at the first non-finite loss with an error naming the
+// step, and leaves the checkpoints written before it complete and loadable.
+TEST_F(TrainIntegrationTest, NonFiniteLossStopsWithAClearErrorAndKeepsCheckpoints) {
+  const std::string out = tmp_ / "nan";
+  auto r = RunCommand(TrainCommand(out, "--steps=20 --ckpt_every=1 --keep_checkpoints=50 --optim.lr=1e30 "
+                                        "--optim.warmup_steps=0 --optim.grad_clip=0"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("training loss is"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopping without updating or saving"), std::string::npos) << r.output;
+  // Every checkpoint present is complete and evaluates.
+  int complete = 0;
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0) continue;
+    ASSERT_TRUE(std::filesystem::exists(e.path() / "COMPLETE")) << name;
+    ++complete;
+  }
+  ASSERT_GE(complete, 1) << r.output;
+  ASSERT_FALSE(std::filesystem::exists(out + "/step-00000020"));
+}
+
 TEST_F(TrainIntegrationTest, BadConfigsGiveOneLineErrorsNamingTheField) {
   struct BadCase {
     std::string overrides;
