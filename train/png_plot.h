@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "train/bitmap_font.h"
 #include "absl/status/statusor.h"
 
 namespace longctx {
@@ -33,17 +34,6 @@ inline constexpr Rgb kMissingGrey{200, 200, 200};  // heatmap cells without data
 
 // The series palette (Tableau 10), cycling: index 0 blue, 1 orange, 2 green, ...
 Rgb PaletteColor(int index);
-
-// Built-in font: 5×7 glyphs for ASCII 32..126 (anything else draws as '?'),
-// advanced 6 pixels per character (one blank column), times an integer scale.
-inline constexpr int kGlyphWidth = 5;
-inline constexpr int kGlyphHeight = 7;
-inline constexpr int kGlyphAdvance = 6;
-// Whether font pixel (column, row) of ch is set; column in [0,5), row in [0,7) from the top.
-bool GlyphPixel(char ch, int column, int row);
-// Size in pixels of a one-line text at a scale (no trailing blank column).
-int TextWidth(std::string_view text, int scale = 1);
-constexpr int TextHeight(int scale = 1) { return kGlyphHeight * scale; }
 
 // An axis label for v on ticks `step` apart: fixed-point with the fewest
 // decimals that write the step exactly ("256", "0.25", "0.5"), or compact
