@@ -199,6 +199,32 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::string>> ListFilesUnder(const std::string& dir,
+                                                        const std::function<bool(const std::string&)>& keep,
+                                                        std::vector<std::string>* rejected) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec);
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    if (name.rfind('.', 0) == 0) {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file(ec)) continue;
+    if (keep(name)) {
+      found.push_back(it->path().string());
+    } else if (rejected != nullptr) {
+      rejected->push_back(it->path().string());
+    }
+  }
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::sort(found.begin(), found.end(), NaturalLess);
+  return found;
+}
+
 absl::StatusOr<std::vector<std::string>> ListShardFiles(const std::vector<std::string>& inputs,
                                                         std::vector<std::string>* ignored) {
   std::vector<std::string> files;
@@ -210,26 +236,11 @@ absl::StatusOr<std::vector<std::string>> ListShardFiles(const std::vector<std::s
       files.push_back(input);
       continue;
     }
-    std::vector<std::string> found;
-    fs::recursive_directory_iterator it(input, fs::directory_options::none, ec);
-    if (ec) return absl::InternalError(absl::StrCat("listing ", input, ": ", ec.message()));
-    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) break;
-      const std::string name = it->path().filename().string();
-      if (name.rfind('.', 0) == 0) {
-        if (it->is_directory(ec)) it.disable_recursion_pending();
-        continue;
-      }
-      if (!it->is_regular_file(ec)) continue;
-      if (EndsWith(name, ".jsonl") || EndsWith(name, ".jsonl.zst")) {
-        found.push_back(it->path().string());
-      } else if (ignored != nullptr) {
-        ignored->push_back(it->path().string());
-      }
-    }
-    if (ec) return absl::InternalError(absl::StrCat("listing ", input, ": ", ec.message()));
-    std::sort(found.begin(), found.end(), NaturalLess);
-    files.insert(files.end(), found.begin(), found.end());
+    absl::StatusOr<std::vector<std::string>> found = ListFilesUnder(
+        input, [](const std::string& name) { return EndsWith(name, ".jsonl") || EndsWith(name, ".jsonl.zst"); },
+        ignored);
+    if (!found.ok()) return found.status();
+    files.insert(files.end(), found->begin(), found->end());
   }
   return files;
 }

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -115,6 +116,13 @@ absl::StatusOr<std::vector<std::string>> ListShardFiles(const std::vector<std::s
                                                         std::vector<std::string>* ignored = nullptr);
 // The natural order used above (a strict weak order; ties fall back to bytes).
 bool NaturalLess(std::string_view a, std::string_view b);
+
+// Regular files below dir (recursively) whose name `keep` accepts, in
+// NaturalLess order. Names starting with '.' are skipped, and hidden
+// directories are not entered. Rejected regular files go to `rejected` if set.
+absl::StatusOr<std::vector<std::string>> ListFilesUnder(const std::string& dir,
+                                                        const std::function<bool(const std::string&)>& keep,
+                                                        std::vector<std::string>* rejected = nullptr);
 
 // Streams the documents of files in order. Never fails: every problem is
 // logged, recorded, counted and skipped.

@@ -62,24 +62,11 @@ absl::Status ListFromManifest(const std::string& dir, std::vector<Listed>* out) 
 }
 
 absl::Status ListDirectory(const std::string& dir, std::vector<Listed>* out) {
-  std::vector<std::string> found;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec);
-  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
-  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    const std::string name = it->path().filename().string();
-    if (name.rfind('.', 0) == 0) {
-      if (it->is_directory(ec)) it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file(ec) && name.size() > 5 && name.compare(name.size() - 5, 5, ".ltok") == 0) {
-      found.push_back(it->path().string());
-    }
-  }
-  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
-  std::sort(found.begin(), found.end(), NaturalLess);
-  for (std::string& p : found) out->push_back(Listed{std::move(p)});
+  absl::StatusOr<std::vector<std::string>> found = ListFilesUnder(dir, [](const std::string& name) {
+    return name.size() > 5 && name.compare(name.size() - 5, 5, ".ltok") == 0;
+  });
+  if (!found.ok()) return found.status();
+  for (std::string& p : *found) out->push_back(Listed{std::move(p)});
   return absl::OkStatus();
 }
 
