@@ -121,6 +121,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   if (latest->has_value()) {
     absl::Status st = t->Resume(**latest);
     if (!st.ok()) return st;
+  } else if (!config.init_from().empty()) {
+    // A new stage: weights only; the optimizer, step and data start fresh.
+    absl::Status st = LoadModelWeights(config.init_from(), t->model_.get());
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("init_from: ", st.message()));
+    LOG(INFO) << "initialised weights from " << config.init_from();
   } else {
     t->model_->InitParams(config.seed());
   }
