@@ -46,8 +46,18 @@ class Backend {
   virtual void SwiGluBackward(const SwiGluParams& p) = 0;
   virtual void AttentionForward(const AttentionParams& p) = 0;
   virtual void AttentionBackward(const AttentionParams& p) = 0;
+  virtual void AttentionMerge(const AttentionMergeParams& p) = 0;
   virtual double LmHeadLoss(const LmHeadLossParams& p) = 0;
   virtual void AdamW(const AdamWParams& p) = 0;
+
+  // Precision of the products of every later F32 Gemm and LmHeadLoss (see
+  // MatmulPrecision in ops.h). kF32 (the default) always works; a backend
+  // without a bf16 path answers Unimplemented, naming itself.
+  virtual absl::Status SetMatmulPrecision(MatmulPrecision p) {
+    if (p == MatmulPrecision::kF32) return absl::OkStatus();
+    return absl::UnimplementedError(name() + " backend: no bf16 matmul path");
+  }
+  virtual MatmulPrecision matmul_precision() const { return MatmulPrecision::kF32; }
 };
 
 // The always-present CPU backend (OpenMP threads, BLAS GEMMs).

@@ -109,7 +109,8 @@ absl::Status AttentionParams::Validate(bool backward) const {
   LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "o", o, 3));
   LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "lse", lse, 2));
   const int64_t n = q.shape[0], h = q.shape[1], d = q.shape[2], hkv = k.shape[1];
-  if (k.shape[0] != n || v.shape[0] != n || o.shape[0] != n || k.shape[2] != d || v.shape[2] != d ||
+  const int64_t nk = cu_seqlens_k.defined() ? k.shape[0] : n;
+  if (k.shape[0] != nk || v.shape[0] != nk || o.shape[0] != n || k.shape[2] != d || v.shape[2] != d ||
       v.shape[1] != hkv || o.shape[1] != h || o.shape[2] != d)
     return Bad(op, absl::StrCat("q ", q.DebugString(), " k ", k.DebugString(), " v ", v.DebugString(), " o ",
                                 o.DebugString()));
@@ -127,6 +128,27 @@ absl::Status AttentionParams::Validate(bool backward) const {
   }
   if (window < 0) return Bad(op, "window must be >= 0");
   if (scale < 0) return Bad(op, "scale must be >= 0");
+  if (diagonal_offset < 0) return Bad(op, "diagonal_offset must be >= 0");
+  if (cu_seqlens_k.defined()) {
+    if (backward) return Bad(op, "cu_seqlens_k is forward-only (inference)");
+    if (cu_seqlens_k.dtype != DType::kI32 || cu_seqlens_k.ndim != 1 || cu_seqlens_k.shape[0] != cu_seqlens.shape[0])
+      return Bad(op, absl::StrCat("cu_seqlens_k must be I32 [", cu_seqlens.shape[0], "] like cu_seqlens"));
+    if (cu_seqlens_k.device == Device::kCpu) {
+      const int32_t* ck = cu_seqlens_k.as<int32_t>();
+      if (ck[0] != 0 || ck[cu_seqlens_k.shape[0] - 1] != nk)
+        return Bad(op, "cu_seqlens_k must start at 0 and end at the number of keys");
+      for (int64_t i = 1; i < cu_seqlens_k.shape[0]; ++i) {
+        if (ck[i] < ck[i - 1]) return Bad(op, absl::StrCat("cu_seqlens_k decreases at ", i));
+        if (cu_seqlens.device == Device::kCpu) {
+          const int32_t* cq = cu_seqlens.as<int32_t>();
+          if (ck[i] - ck[i - 1] < cq[i] - cq[i - 1])
+            return Bad(op, absl::StrCat("segment ", i - 1, " has ", cq[i] - cq[i - 1], " queries but only ",
+                                        ck[i] - ck[i - 1], " keys"));
+        }
+      }
+    }
+  }
+  if (backward && diagonal_offset != 0) return Bad(op, "diagonal_offset is forward-only (inference)");
   if (!backward) return absl::OkStatus();
   LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "d_o", d_o, 3));
   LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "dq", dq, 3));
@@ -138,6 +160,25 @@ absl::Status AttentionParams::Validate(bool backward) const {
   for (const Tensor* t : {&dk, &dv})
     if (t->shape[0] != n || t->shape[1] != hkv || t->shape[2] != d || t->dtype != q.dtype)
       return Bad(op, absl::StrCat("dk/dv must match k: ", t->DebugString()));
+  return absl::OkStatus();
+}
+
+absl::Status AttentionMergeParams::Validate() const {
+  const char* op = "AttentionMerge";
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "o1", o1, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "lse1", lse1, 2));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "o2", o2, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "lse2", lse2, 2));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "o", o, 3));
+  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "lse", lse, 2));
+  for (const Tensor* t : {&o2, &o})
+    if (t->shape[0] != o1.shape[0] || t->shape[1] != o1.shape[1] || t->shape[2] != o1.shape[2] ||
+        t->dtype != o1.dtype)
+      return Bad(op, absl::StrCat("o1 ", o1.DebugString(), " vs ", t->DebugString()));
+  for (const Tensor* t : {&lse1, &lse2, &lse})
+    if (t->shape[0] != o1.shape[1] || t->shape[1] != o1.shape[0] || t->dtype != o1.dtype)
+      return Bad(op, absl::StrCat("lse must be [", o1.shape[1], ", ", o1.shape[0], "] of o1's dtype, is ",
+                                  t->DebugString()));
   return absl::OkStatus();
 }
 

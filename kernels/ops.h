@@ -18,6 +18,13 @@
 
 namespace longctx {
 
+// Precision of the products of F32 matrix ops (Gemm, LmHeadLoss), a setting of
+// the backend (Backend::SetMatmulPrecision), like PyTorch's
+// set_float32_matmul_precision: kBF16 rounds both operands to bf16 (round to
+// nearest even, kernels/math/bf16.h) and accumulates in fp32; tensors, master
+// weights and everything else stay F32. F64 ops are never affected.
+enum class MatmulPrecision : uint8_t { kF32 = 0, kBF16 = 1 };
+
 // C = alpha * op(A) @ op(B) + beta * C, all row-major 2-D; op = transpose if set.
 struct GemmParams {
   Tensor a, b, c;
@@ -90,9 +97,32 @@ struct AttentionParams {
   Tensor cu_seqlens;  // I32 [num_segments + 1], cu[0] = 0, cu[last] = N
   int window = 0;
   double scale = 0.0;  // 0 = 1/sqrt(head_dim)
+  // Forward only (inference: KV-cache decode, chunked prefill, STRING); the
+  // backward requires both unset. With cu_seqlens_k set, k and v have their
+  // own rows (Nk) and segments: segment s has Lq queries and Lk >= Lq keys,
+  // aligned bottom-right (query r of the segment sits at key index
+  // Lk - Lq + r, so the last query is the last key). diagonal_offset o >= 0:
+  // a query at key index i sees keys j <= i - o (and j > i - window with a
+  // window, measured from i as always); a row that sees no key gets o = 0 and
+  // lse = -inf.
+  Tensor cu_seqlens_k;  // I32 [num_segments + 1], cu_k[last] = Nk; unset = cu_seqlens
+  int diagonal_offset = 0;
   // Backward only (dq, dk, dv overwritten; row-strided allowed):
   Tensor d_o, dq, dk, dv;
   absl::Status Validate(bool backward) const;
+};
+
+// Merge of two attentions of the same queries over disjoint key sets (STRING's
+// two parts, split-KV): lse = logaddexp(lse1, lse2),
+// o = exp(lse1 - lse) o1 + exp(lse2 - lse) o2 (kernels/math/attention_merge.h).
+// Rows where both parts are empty (lse = -inf) give o = 0, lse = -inf.
+// o may be o1 or o2 and lse may be lse1 or lse2 (in place).
+struct AttentionMergeParams {
+  Tensor o1, o2;      // [N, H, head_dim], row-strided allowed
+  Tensor lse1, lse2;  // [H, N]
+  Tensor o;           // [N, H, head_dim] output, row-strided allowed
+  Tensor lse;         // [H, N] output
+  absl::Status Validate() const;
 };
 
 // Cross-entropy of an LM head, fused and chunked so the [N, V] logits are

@@ -85,6 +85,7 @@ absl::StatusOr<ModelDims> ResolveModelConfig(const ModelConfig& c) {
   LONGCTX_RETURN_IF_ERROR(MustBeNonNegative("num_kv_heads", c.num_kv_heads()));
   LONGCTX_RETURN_IF_ERROR(MustBeNonNegative("head_dim", c.head_dim()));
   LONGCTX_RETURN_IF_ERROR(MustBeNonNegative("rope_dim", c.rope_dim()));
+  LONGCTX_RETURN_IF_ERROR(MustBeNonNegative("roper_dim", c.roper_dim()));
   LONGCTX_RETURN_IF_ERROR(MustBeNonNegative("sliding_window", c.sliding_window()));
   LONGCTX_RETURN_IF_ERROR(MustBePositive("rms_norm_eps", c.rms_norm_eps()));
   LONGCTX_RETURN_IF_ERROR(MustBePositive("rope_theta", c.rope_theta()));
@@ -161,6 +162,16 @@ absl::StatusOr<ModelDims> ResolveModelConfig(const ModelConfig& c) {
       return Bad("head_dim", absl::StrCat("must be even when a layer uses RoPE (got ", d.head_dim, ")"));
     if (d.rope_dim % 2 != 0)
       return Bad("rope_dim", absl::StrCat("must be even (got ", d.rope_dim, ")"));
+  }
+  d.roper = c.roper();
+  if (!d.roper && c.roper_dim() != 0)
+    return Bad("roper_dim", absl::StrCat("is ", c.roper_dim(), " but model.roper is false"));
+  if (d.roper) {
+    if (!d.any_rope()) return Bad("roper", "is true but no layer uses RoPE (RoPER rotates values on RoPE layers)");
+    d.roper_dim = c.roper_dim() == 0 ? d.head_dim : c.roper_dim();
+    if (d.roper_dim > d.head_dim)
+      return Bad("roper_dim", absl::StrCat(d.roper_dim, " exceeds model.head_dim ", d.head_dim));
+    if (d.roper_dim % 2 != 0) return Bad("roper_dim", absl::StrCat("must be even (got ", d.roper_dim, ")"));
   }
 
   // Init (TinyLlama).

@@ -30,6 +30,8 @@ struct ModelDims {
   int window = 0;    // sliding window of ROPE_SWA layers (query + window-1 predecessors); 0 = none
   bool tied = false;
   bool qk_norm = false;
+  bool roper = false;  // RoPER on the RoPE layers (values rotated by j, outputs by -i)
+  int roper_dim = 0;   // rotated value dims per head (even, <= head_dim) when roper
   float eps = 1e-5f;
   float theta = 10000.f;
   float init_std = 0.f;      // normal(0, init_std) for every matrix but the two below
@@ -38,6 +40,7 @@ struct ModelDims {
   std::vector<AttentionKind> kinds;  // one per layer
 
   bool uses_rope(int layer) const { return kinds[layer] != NOPE_FULL; }
+  bool uses_roper(int layer) const { return roper && uses_rope(layer); }
   bool is_sliding(int layer) const { return kinds[layer] == ROPE_SWA; }
   // Keys a query may see in this layer: window for ROPE_SWA, 0 = unlimited (causal).
   int layer_window(int layer) const { return is_sliding(layer) ? window : 0; }

@@ -179,6 +179,10 @@ nlohmann::json HfConfigJson(const ModelDims& d, const ModelConfig& config, int b
   j["sliding_window"] = d.any_sliding() ? nlohmann::json(d.window) : nlohmann::json(nullptr);
   j["no_rope_layers"] = no_rope;
   j["use_qk_norm"] = d.qk_norm;
+  // RoPER has no Hugging Face equivalent: recorded for longctx (and readers
+  // that know it); a stock Llama loader would ignore the value rotation.
+  j["longctx_roper"] = d.roper;
+  if (d.roper) j["longctx_roper_dim"] = d.roper_dim;
   j["longctx_attention_kinds"] = kinds;
   j["longctx_layer_pattern"] = LayerPattern_Name(config.layer_pattern());
   j["longctx_pattern_group"] = config.pattern_group();
@@ -219,9 +223,13 @@ absl::StatusOr<ModelConfig> ModelConfigFromHfJson(const nlohmann::json& j) {
   LONGCTX_RETURN_IF_ERROR(GetFloat(j, "rms_norm_eps", 1e-6f, &eps));  // LlamaConfig's default
   LONGCTX_RETURN_IF_ERROR(GetFloat(j, "rope_theta", 10000.f, &theta));
   LONGCTX_RETURN_IF_ERROR(GetFloat(j, "initializer_range", 0.02f, &init_std));
-  bool tied, qk_norm;
+  bool tied, qk_norm, roper;
   LONGCTX_RETURN_IF_ERROR(GetBool(j, "tie_word_embeddings", false, &tied));
   LONGCTX_RETURN_IF_ERROR(GetBool(j, "use_qk_norm", false, &qk_norm));
+  LONGCTX_RETURN_IF_ERROR(GetBool(j, "longctx_roper", false, &roper));
+  int roper_dim = 0;
+  const int no_roper_dim = 0;
+  if (roper) LONGCTX_RETURN_IF_ERROR(GetInt(j, "longctx_roper_dim", &no_roper_dim, &roper_dim));
 
   c.set_name(j.contains("longctx_name") && j["longctx_name"].is_string() ? j["longctx_name"].get<std::string>()
                                                                          : "hf-import");
@@ -239,6 +247,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromHfJson(const nlohmann::json& j) {
   c.set_max_position_embeddings(max_pos);
   c.set_init_std(init_std);
   c.set_rope_dim(rope_dim);
+  c.set_roper(roper);
+  c.set_roper_dim(roper_dim);
 
   // Layer kinds: ours first, else the Hugging Face keys.
   std::vector<AttentionKind> kinds;

@@ -1,12 +1,15 @@
 // Why: see transformer.h. Every activation the backward pass reads is stored
 // by the forward pass in one arena (Activations), sized once per token count
-// and reused across steps, so a training step allocates nothing.
+// and reused across steps, so a training step allocates nothing. The block's
+// forward pieces are shared with the inference engine (model/block_forward.h,
+// model/layer_attention.h).
 #include "model/transformer.h"
 
 #include <random>
 
 #include "absl/strings/match.h"
 #include "kernels/log.h"
+#include "model/block_forward.h"
 
 namespace longctx {
 
@@ -25,15 +28,6 @@ namespace {
 
 bool IsNormWeight(const std::string& name) { return absl::EndsWith(name, "norm.weight"); }
 
-// A [n, heads, head_dim] view of columns [col, col + heads·head_dim) of a
-// row-major [n, width] matrix.
-Tensor HeadsView(const Tensor& m, int64_t col, int64_t heads, int64_t head_dim) {
-  Tensor t = m.Cols(col, col + heads * head_dim);
-  Tensor v(t.data, t.dtype, {m.shape[0], heads, head_dim}, t.device);
-  v.row_stride = m.stride0();
-  return v;
-}
-
 }  // namespace
 
 Transformer::Transformer(const ModelDims& dims, Backend* backend, DType dtype)
@@ -43,7 +37,8 @@ Transformer::Transformer(const ModelDims& dims, Backend* backend, DType dtype)
       layout_(dims),
       params_(&layout_, backend, dtype),
       grads_(&layout_, backend, dtype),
-      acts_(std::make_unique<Activations>()) {}
+      acts_(std::make_unique<Activations>()),
+      attention_(backend, dtype) {}
 
 Transformer::~Transformer() = default;
 
@@ -135,63 +130,29 @@ void Transformer::EnsureActivations(int64_t n) {
 void Transformer::LayerForward(int l, const BatchTensors& batch) {
   Activations& a = *acts_;
   Backend& be = *backend_;
-  const ParamLayout::LayerOffsets& off = layout_.layer();
-  const int b = 1 + l;
-  const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
-  const int64_t n = a.n, wqkv = (H + 2 * Hkv) * hd;
-
-  RmsNormParams n1;
-  n1.x = a.x[l]; n1.weight = params_.at(b, off.attn_norm, {D}); n1.y = a.xn1[l]; n1.rstd = a.rstd1[l];
-  n1.eps = dims_.eps;
-  be.RmsNormForward(n1);
-  be.Gemm({.a = a.xn1[l], .b = params_.at(b, off.wqkv, {wqkv, D}), .c = a.qkv[l], .trans_b = true});
+  const int64_t hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, n = a.n;
+  const LayerParams w = LayerParamsOf(params_, dims_, l);
+  QkNormTensors qk;
+  if (dims_.qk_norm) qk = {a.qraw[l], a.kraw[l], a.qrstd[l], a.krstd[l], a.qk_tmp1};
+  AttentionInputForward(be, dims_, w, a.x[l], a.xn1[l], a.rstd1[l], a.qkv[l], qk);
 
   const Tensor q = HeadsView(a.qkv[l], 0, H, hd), k = HeadsView(a.qkv[l], H * hd, Hkv, hd),
                v = HeadsView(a.qkv[l], (H + Hkv) * hd, Hkv, hd);
-  if (dims_.qk_norm) {
-    // q and k are normalised per head (RMSNorm over head_dim) before RoPE.
-    const Tensor qcols = a.qkv[l].Cols(0, H * hd), kcols = a.qkv[l].Cols(H * hd, (H + Hkv) * hd);
-    be.Copy(a.qraw[l], qcols);
-    be.Copy(a.kraw[l], kcols);
-    RmsNormParams qn;
-    qn.x = a.qraw[l].Reshape({n * H, hd}); qn.weight = params_.at(b, off.q_norm, {hd});
-    qn.y = a.qk_tmp1.Reshape({n * H, hd}); qn.rstd = a.qrstd[l]; qn.eps = dims_.eps;
-    be.RmsNormForward(qn);
-    be.Copy(qcols, a.qk_tmp1);
-    RmsNormParams kn = qn;
-    kn.x = a.kraw[l].Reshape({n * Hkv, hd}); kn.weight = params_.at(b, off.k_norm, {hd});
-    Tensor ktmp(a.qk_tmp1.data, dtype_, {n, Hkv * hd}, backend_->device());
-    kn.y = ktmp.Reshape({n * Hkv, hd}); kn.rstd = a.krstd[l];
-    be.RmsNormForward(kn);
-    be.Copy(kcols, ktmp);
-  }
-  if (dims_.uses_rope(l)) {
-    RopeParams r;
-    r.positions = batch.positions; r.theta = dims_.theta; r.rotary_dim = dims_.rope_dim;
-    r.x = q; be.Rope(r);
-    r.x = k; be.Rope(r);
-  }
-  AttentionParams at;
+  RotateKeysValues(be, dims_, l, string_, k, v, batch.positions);
+  LayerAttentionArgs at;
+  at.dims = &dims_;
+  at.layer = l;
   at.q = q; at.k = k; at.v = v;
+  at.q_positions = batch.positions;
+  at.q_positions_host = string_.enabled ? positions_host_.data() : nullptr;
+  at.cu_seqlens = batch.cu_seqlens;
   at.o = a.o[l].Reshape({n, H, hd});
   at.lse = a.lse[l];
-  at.cu_seqlens = batch.cu_seqlens;
-  at.window = dims_.layer_window(l);
-  be.AttentionForward(at);
+  at.string = string_;
+  attention_.Forward(at);
 
-  be.Copy(a.xmid[l], a.x[l]);
-  be.Gemm({.a = a.o[l], .b = params_.at(b, off.wo, {D, H * hd}), .c = a.xmid[l], .trans_b = true, .beta = 1.0});
-
-  RmsNormParams n2;
-  n2.x = a.xmid[l]; n2.weight = params_.at(b, off.mlp_norm, {D}); n2.y = a.xn2[l]; n2.rstd = a.rstd2[l];
-  n2.eps = dims_.eps;
-  be.RmsNormForward(n2);
-  be.Gemm({.a = a.xn2[l], .b = params_.at(b, off.w_gate_up, {2 * F, D}), .c = a.gu[l], .trans_b = true});
-  SwiGluParams sw;
-  sw.gate_up = a.gu[l]; sw.h = a.h[l];
-  be.SwiGluForward(sw);
-  be.Copy(a.x[l + 1], a.xmid[l]);
-  be.Gemm({.a = a.h[l], .b = params_.at(b, off.w_down, {D, F}), .c = a.x[l + 1], .trans_b = true, .beta = 1.0});
+  AttentionOutputMlpForward(be, dims_, w, a.x[l], a.o[l], a.xmid[l], a.xn2[l], a.rstd2[l], a.gu[l], a.h[l],
+                            a.x[l + 1]);
 }
 
 void Transformer::LayerBackward(int l, const BatchTensors& batch) {
@@ -224,6 +185,16 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
                v = HeadsView(a.qkv[l], (H + Hkv) * hd, Hkv, hd);
   const Tensor dq = HeadsView(a.dqkv, 0, H, hd), dk = HeadsView(a.dqkv, H * hd, Hkv, hd),
                dv = HeadsView(a.dqkv, (H + Hkv) * hd, Hkv, hd);
+  if (dims_.uses_roper(l)) {
+    // o[l] holds the output rotated back, R(-i) O, and d_o its gradient. The
+    // attention backward needs O itself and dO = R(i) d_o (its D = rowsum(dO * O)
+    // is rotation invariant, but dV and dP are not), so both are rotated by +i
+    // (o[l] is not read again).
+    RopeParams r;
+    r.positions = batch.positions; r.theta = dims_.theta; r.rotary_dim = dims_.roper_dim;
+    r.x = a.o[l].Reshape({n, H, hd}); be.Rope(r);
+    r.x = a.d_o.Reshape({n, H, hd}); be.Rope(r);
+  }
   AttentionParams at;
   at.q = q; at.k = k; at.v = v;
   at.o = a.o[l].Reshape({n, H, hd});
@@ -238,6 +209,10 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
     r.positions = batch.positions; r.theta = dims_.theta; r.rotary_dim = dims_.rope_dim; r.direction = -1;
     r.x = dq; be.Rope(r);
     r.x = dk; be.Rope(r);
+    if (dims_.uses_roper(l)) {
+      r.rotary_dim = dims_.roper_dim;
+      r.x = dv; be.Rope(r);
+    }
   }
   if (dims_.qk_norm) {
     const Tensor dqcols = a.dqkv.Cols(0, H * hd), dkcols = a.dqkv.Cols(H * hd, (H + Hkv) * hd);
@@ -269,14 +244,33 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   be.RmsNormBackward(n1);
 }
 
-double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale, bool backward,
-                                   const Tensor* per_token_loss) {
+absl::Status Transformer::SetStringOptions(const StringOptions& options) {
+  absl::Status st = ValidateStringOptions(options);
+  if (!st.ok()) return st;
+  string_ = options;
+  return absl::OkStatus();
+}
+
+void Transformer::ForwardHidden(const BatchTensors& batch) {
   const int64_t n = batch.inputs.shape[0];
-  CHECK(batch.targets.shape[0] == n && batch.positions.shape[0] == n) << "batch tensors disagree on N";
+  CHECK(batch.positions.shape[0] == n) << "batch tensors disagree on N";
   EnsureActivations(n);
   Activations& a = *acts_;
   Backend& be = *backend_;
   const int64_t D = dims_.hidden, V = dims_.vocab;
+  if (string_.enabled) {
+    // STRING's shifted query positions are made on the host; its distances are
+    // key-index distances, which are position distances only when positions
+    // restart at 0 in every segment.
+    positions_host_.resize(n);
+    std::vector<int32_t> cu(batch.cu_seqlens.shape[0]);
+    be.CopyToHost(positions_host_.data(), batch.positions);
+    be.CopyToHost(cu.data(), batch.cu_seqlens);
+    for (size_t s = 0; s + 1 < cu.size(); ++s)
+      for (int32_t t = cu[s]; t < cu[s + 1]; ++t)
+        CHECK(positions_host_[t] == t - cu[s]) << "STRING: position " << positions_host_[t] << " of token " << t
+                                               << " does not restart at its segment start " << cu[s];
+  }
 
   EmbeddingParams emb;
   emb.ids = batch.inputs; emb.table = params_.at(0, layout_.embedding_offset(), {V, D}); emb.out = a.x[0];
@@ -287,6 +281,24 @@ double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale
   fn.x = a.x[dims_.layers]; fn.weight = params_.at(0, layout_.final_norm_offset(), {D});
   fn.y = a.xf; fn.rstd = a.rstdf; fn.eps = dims_.eps;
   be.RmsNormForward(fn);
+}
+
+void Transformer::ForwardLogits(const BatchTensors& batch, const Tensor& logits) {
+  ForwardHidden(batch);
+  const int64_t head_off = dims_.tied ? layout_.embedding_offset() : layout_.lm_head_offset();
+  backend_->Gemm({.a = acts_->xf, .b = params_.at(0, head_off, {dims_.vocab, dims_.hidden}), .c = logits,
+                  .trans_b = true});
+}
+
+double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale, bool backward,
+                                   const Tensor* per_token_loss) {
+  const int64_t n = batch.inputs.shape[0];
+  CHECK(batch.targets.shape[0] == n && batch.positions.shape[0] == n) << "batch tensors disagree on N";
+  CHECK(!(backward && string_.enabled)) << "STRING is inference-only: no backward with STRING enabled";
+  ForwardHidden(batch);
+  Activations& a = *acts_;
+  Backend& be = *backend_;
+  const int64_t D = dims_.hidden, V = dims_.vocab;
 
   const int64_t head_off = dims_.tied ? layout_.embedding_offset() : layout_.lm_head_offset();
   LmHeadLossParams lp;
@@ -300,13 +312,16 @@ double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale
   const double loss_sum = be.LmHeadLoss(lp);
   if (!backward) return loss_sum;
 
+  RmsNormParams fn;
+  fn.x = a.x[dims_.layers]; fn.weight = params_.at(0, layout_.final_norm_offset(), {D});
+  fn.y = a.xf; fn.rstd = a.rstdf; fn.eps = dims_.eps;
   fn.dy = a.dxn; fn.dx = a.dx; fn.accumulate_dx = false;
   fn.dweight = grads_.at(0, layout_.final_norm_offset(), {D});
   be.RmsNormBackward(fn);
   for (int l = dims_.layers - 1; l >= 0; --l) LayerBackward(l, batch);
 
-  emb.table = grads_.at(0, layout_.embedding_offset(), {V, D});
-  emb.out = a.dx;
+  EmbeddingParams emb;
+  emb.ids = batch.inputs; emb.table = grads_.at(0, layout_.embedding_offset(), {V, D}); emb.out = a.dx;
   be.EmbeddingBackward(emb);
   return loss_sum;
 }

@@ -6,7 +6,11 @@
 //
 // Block (pre-norm): x += o_proj(attn(rope?(q), rope?(k), v)) on norm1(x);
 //                   x += down(silu(gate(norm2 x)) * up(norm2 x)).
-// Attention kind per layer: RoPE full, RoPE sliding window, NoPE full.
+// Attention kind per layer: RoPE full, RoPE sliding window, NoPE full; RoPER
+// (dims.roper) rotates values and outputs on the RoPE layers, in the forward
+// and the backward. STRING (set_string_options) is inference-only: it changes
+// the forward of RoPE layers (model/layer_attention.h), and a backward with
+// STRING on is refused.
 #ifndef LONGCTX_MODEL_TRANSFORMER_H_
 #define LONGCTX_MODEL_TRANSFORMER_H_
 
@@ -14,8 +18,10 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "kernels/backend.h"
 #include "model/config.h"
+#include "model/layer_attention.h"
 #include "model/param_layout.h"
 
 namespace longctx {
@@ -51,12 +57,25 @@ class Transformer {
   double ForwardBackward(const BatchTensors& batch, double grad_scale, bool backward,
                          const Tensor* per_token_loss = nullptr);
 
+  // Forward only: logits [N, V] (backend memory, the model's dtype) of every
+  // token of the batch (the targets are not read).
+  void ForwardLogits(const BatchTensors& batch, const Tensor& logits);
+
+  // STRING for every later forward (eval, ForwardLogits); InvalidArgument for
+  // bad options. With STRING enabled the batch's positions must restart at 0
+  // in every segment (what the packer produces); ForwardBackward with
+  // backward = true aborts (STRING has no gradient).
+  absl::Status SetStringOptions(const StringOptions& options);
+  const StringOptions& string_options() const { return string_; }
+
   // Bytes of activation memory currently held (grows to the largest N seen).
   size_t activation_bytes() const;
 
  private:
   struct Activations;
   void EnsureActivations(int64_t n);
+  // Embedding, every layer and the final norm (into the activations).
+  void ForwardHidden(const BatchTensors& batch);
   void LayerForward(int l, const BatchTensors& batch);
   void LayerBackward(int l, const BatchTensors& batch);
 
@@ -67,6 +86,9 @@ class Transformer {
   ParamStore params_;
   ParamStore grads_;
   std::unique_ptr<Activations> acts_;
+  LayerAttention attention_;
+  StringOptions string_;
+  std::vector<int32_t> positions_host_;  // STRING only: the batch's positions on the host
 };
 
 }  // namespace longctx

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: set up, build the demo corpus, train the demo RNoPE-SWA model
 # (progress lines, metrics in runs/demo/metrics.jsonl, checkpoints in
-# runs/demo/step-*), then evaluate the final checkpoint with `longctx eval`.
+# runs/demo/step-*, NIAH probe heatmaps in runs/demo/probe/), then evaluate the
+# final checkpoint with `longctx eval`.
 # Extra arguments are config overrides, e.g. scripts/main.sh --steps=50
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,3 +15,7 @@ CKPT=$(ls -d "$OUT_DIR"/step-* | sort | tail -1)
 echo "== longctx eval on $CKPT (the last training batch, then the eval split) =="
 build/bin/longctx eval --checkpoint "$CKPT" --batch=last_train
 build/bin/longctx eval --checkpoint "$CKPT" --batch=eval
+PROBE_PNG=$(ls "$OUT_DIR"/probe/step-*.png 2>/dev/null | sort | tail -1 || true)
+if [ -n "$PROBE_PNG" ]; then
+  echo "== NIAH effective-length probe: heatmap $PROBE_PNG (JSON beside it; "kind": "probe" lines in $OUT_DIR/metrics.jsonl) =="
+fi

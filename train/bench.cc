@@ -1,7 +1,8 @@
 // Why: see bench.h. The timed step is the trainer's step without data loading,
 // all-reduce or logging (one rank): grads().Zero(), ForwardBackward per
 // micro-batch, AdamW::Step; the batch is uploaded once before timing, so the
-// figure is compute only.
+// figure is compute only. The matmul precision is the config's (`--precision=
+// bf16`), set on the backend exactly as the trainer sets it.
 #include "train/bench.h"
 
 #include <cblas.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
 
@@ -21,11 +23,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/status_macros.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_library.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "train/bench_profile.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/trainer.h"
@@ -40,11 +46,23 @@ int Fail(const absl::Status& st) {
   return 1;
 }
 
-// A batch of B rows of T random ids: one causal segment per row (so the
-// attention computed is exactly CountTrainingFlops' "every row one full-length
-// causal segment"), positions 0..T-1, every target kept. With or without
-// data.document_mask this is a valid packing (a row start is always a segment
-// start).
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+const char* KindName(AttentionKind k) {
+  switch (k) {
+    case ROPE_FULL: return "RoPE full";
+    case ROPE_SWA: return "RoPE window";
+    case NOPE_FULL: return "NoPE full";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
 PackedBatch SyntheticBatch(int32_t batch, int32_t seq_len, int vocab, uint64_t seed) {
   PackedBatch b;
   b.batch_size = batch;
@@ -66,22 +84,6 @@ PackedBatch SyntheticBatch(int32_t batch, int32_t seq_len, int vocab, uint64_t s
   return b;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-const char* KindName(AttentionKind k) {
-  switch (k) {
-    case ROPE_FULL: return "RoPE full";
-    case ROPE_SWA: return "RoPE window";
-    case NOPE_FULL: return "NoPE full";
-    default: return "?";
-  }
-}
-
-// Takes `name=N` out of overrides into *value (N >= min).
 absl::Status TakeIntOverride(std::vector<std::string>& overrides, const std::string& name, int min, int* value) {
   for (auto it = overrides.begin(); it != overrides.end();) {
     if (it->rfind(name + "=", 0) != 0) {
@@ -96,9 +98,32 @@ absl::Status TakeIntOverride(std::vector<std::string>& overrides, const std::str
   return absl::OkStatus();
 }
 
-}  // namespace
+absl::Status TakeStringOverride(std::vector<std::string>& overrides, const std::string& name, std::string* value) {
+  for (auto it = overrides.begin(); it != overrides.end();) {
+    if (it->rfind(name + "=", 0) != 0) {
+      ++it;
+      continue;
+    }
+    *value = it->substr(name.size() + 1);
+    it = overrides.erase(it);
+  }
+  return absl::OkStatus();
+}
 
-double MeasureSgemmPeakGflops(int n, int repeats) {
+std::string LoadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string one, five, fifteen;
+  f >> one >> five >> fifteen;
+  return absl::StrCat(one, " ", five, " ", fifteen);
+}
+
+double PeakRssMb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux reports kB
+}
+
+double MeasureSgemmPeakGflops(int n, int repeats, cpu::SgemmLibrary library) {
   std::vector<float> a(static_cast<size_t>(n) * n), b(a.size()), c(a.size(), 0.f);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -109,33 +134,97 @@ double MeasureSgemmPeakGflops(int n, int repeats) {
   double best = 0;
   for (int r = 0; r <= repeats; ++r) {  // r = 0 warms caches and the thread pool, untimed
     const auto t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    GemmParams p;
+    p.a = Tensor(a.data(), DType::kF32, {n, n});
+    p.b = Tensor(b.data(), DType::kF32, {n, n});
+    p.c = Tensor(c.data(), DType::kF32, {n, n});
+    cpu::Sgemm(p, library);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / s / 1e9);
   }
   return best;
 }
 
+namespace {
+
+struct BenchFlags {
+  int steps = 10, warmup = 2;
+  int peer_steps = 0, peer_warmup = -1;  // 0 / -1 = same as steps / warmup
+  std::string peer, python = "/usr/bin/python3", peer_script, bf16_gemm = "auto", sgemm = "auto";
+  bool profile = false;
+};
+
+absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) {
+  LONGCTX_RETURN_IF_ERROR(TakeIntOverride(overrides, "steps", 1, &f->steps));
+  LONGCTX_RETURN_IF_ERROR(TakeIntOverride(overrides, "warmup", 0, &f->warmup));
+  LONGCTX_RETURN_IF_ERROR(TakeIntOverride(overrides, "peer_steps", 1, &f->peer_steps));
+  LONGCTX_RETURN_IF_ERROR(TakeIntOverride(overrides, "peer_warmup", 0, &f->peer_warmup));
+  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "peer", &f->peer));
+  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "python", &f->python));
+  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "peer_script", &f->peer_script));
+  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "bf16_gemm", &f->bf16_gemm));
+  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "sgemm", &f->sgemm));
+  if (f->sgemm == "auto") {
+    cpu::SetSgemmLibrary(std::nullopt);
+  } else if (f->sgemm == "onednn") {
+    cpu::SetSgemmLibrary(cpu::SgemmLibrary::kOneDnn);
+  } else if (f->sgemm == "openblas") {
+    cpu::SetSgemmLibrary(cpu::SgemmLibrary::kOpenBlas);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sgemm: must be auto, onednn or openblas (got \"", f->sgemm, "\")"));
+  }
+  std::string profile = "false";
+  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "profile", &profile));
+  if (profile != "true" && profile != "false" && profile != "1" && profile != "0")
+    return absl::InvalidArgumentError(absl::StrCat("--profile: must be true or false (got \"", profile, "\")"));
+  f->profile = profile == "true" || profile == "1";
+  if (!f->peer.empty() && f->peer != "pytorch")
+    return absl::InvalidArgumentError(absl::StrCat("--peer: only \"pytorch\" is known (got \"", f->peer, "\")"));
+  if (f->peer_steps == 0) f->peer_steps = f->steps;
+  if (f->peer_warmup < 0) f->peer_warmup = f->warmup;
+  if (f->bf16_gemm == "auto") return cpu::SetBf16GemmPath(std::nullopt);
+  if (f->bf16_gemm == "sgemm") return cpu::SetBf16GemmPath(cpu::Bf16GemmPath::kRoundedSgemm);
+  if (f->bf16_gemm == "onednn") {
+    absl::Status st = cpu::SetBf16GemmPath(cpu::Bf16GemmPath::kOneDnn);
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("--bf16_gemm=onednn: ", st.message()));
+    return st;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--bf16_gemm: must be auto, sgemm or onednn (got \"", f->bf16_gemm, "\")"));
+}
+
+}  // namespace
+
 int RunBenchCommand(const std::string& config_path, const std::vector<std::string>& overrides_in) {
   std::vector<std::string> overrides = overrides_in;
-  int steps = 10, warmup = 2;
-  absl::Status st = TakeIntOverride(overrides, "steps", 1, &steps);
-  if (st.ok()) st = TakeIntOverride(overrides, "warmup", 0, &warmup);
-  if (!st.ok()) return Fail(st);
+  BenchFlags flags;
+  if (absl::Status st = TakeBenchFlags(overrides, &flags); !st.ok()) return Fail(st);
+  const int steps = flags.steps, warmup = flags.warmup;
   if (config_path.empty()) return Fail(absl::InvalidArgumentError("--config is required"));
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
   if (!config.ok()) return Fail(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   if (!dims.ok()) return Fail(dims.status());
+  const std::string load_at_start = LoadAverage();
+  const PeerOptions peer_options{flags.python, flags.peer_script};
+  if (!flags.peer.empty())  // before minutes of timing, not after
+    if (absl::Status st = CheckTorchPeer(peer_options); !st.ok()) return Fail(st);
   SetComputeThreads(config->threads());
   const int threads = omp_get_max_threads();
   const int32_t B = config->data().batch_size(), T = config->data().seq_len();
   const int accum = config->grad_accum();
+  const bool bf16 = config->precision() == BF16;
+  const char* precision_name = bf16 ? "bf16" : "fp32";
 
   // (b) The model, as the trainer builds it.
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
   if (!backend.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
-  Transformer model(*dims, backend->get(), DType::kF32);
+  if (absl::Status st = ApplyPrecision(*config, backend->get()); !st.ok()) return Fail(st);
+  // --profile=true: every op of the timed steps through a timing wrapper.
+  ProfilingBackend profiler(backend->get());
+  Backend* be = flags.profile ? &profiler : backend->get();
+  Transformer model(*dims, be, DType::kF32);
   model.InitParams(config->seed());
   AdamWSettings s;
   s.beta1 = config->optim().beta1();
@@ -144,13 +233,13 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   s.weight_decay = config->optim().weight_decay();
   s.grad_clip = config->optim().grad_clip();
   s.decay_norms = config->optim().decay_norms();
-  AdamW optimizer(&model.layout(), backend->get(), DType::kF32, s);
+  AdamW optimizer(&model.layout(), be, DType::kF32, s);
   std::vector<PackedBatch> micro;
   for (int i = 0; i < accum; ++i) micro.push_back(SyntheticBatch(B, T, dims->vocab, config->seed() + 1 + i));
   std::vector<std::unique_ptr<DeviceBatch>> device;
   std::vector<BatchTensors> uploaded;
   for (const PackedBatch& b : micro) {
-    device.push_back(std::make_unique<DeviceBatch>(backend->get()));
+    device.push_back(std::make_unique<DeviceBatch>(be));
     uploaded.push_back(device.back()->Upload(b));
   }
   const int64_t tokens_per_step = static_cast<int64_t>(B) * T * accum;
@@ -166,6 +255,7 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
     last_loss = loss_sum / static_cast<double>(tokens_per_step);
   };
   for (int i = 0; i < warmup; ++i) step();
+  profiler.Reset();
   std::vector<double> seconds;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = Clock::now();
@@ -174,25 +264,36 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   }
 
   // Peak RSS of the model's steps, read before the sgemm buffers (3 × 16 MiB)
-  // exist, so they do not count. Linux reports ru_maxrss in kB.
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const double peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  // exist, so they do not count.
+  const double peak_rss_mb = PeakRssMb();
 
   // (a) The machine: sgemm peak with the configured threads (CPU BLAS, also
-  // under the cuda backend, where it is not the device's peak). Measured after
-  // the steps so its buffers stay out of peak_rss_mb.
+  // under the cuda backend, where it is not the device's peak), the better of
+  // the two libraries longctx can use, so the fraction of peak is against the
+  // best sgemm this machine has. Measured after the steps so its buffers stay
+  // out of peak_rss_mb.
   constexpr int kPeakN = 2048, kPeakRepeats = 15;  // ~2 s on 2 cores; best-of-many rides out a shared VM's noise
-  const double peak = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats);
+  const double peak_onednn = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOneDnn);
+  const double peak_openblas = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOpenBlas);
+  const double peak = std::max(peak_onednn, peak_openblas);
+  const std::string peak_source =
+      absl::StrFormat("sgemm %d^3 best of %d: oneDNN %.1f, OpenBLAS %.1f GFLOP/s", kPeakN, kPeakRepeats, peak_onednn,
+                      peak_openblas);
 
-  // (c) Report.
+  // (c) Report. (The bf16 path description names oneDNN's kernels once they ran.)
+  const std::string matmul_path =
+      (*backend)->name() != "cpu" ? (*backend)->name()
+      : bf16 ? absl::StrCat(cpu::Bf16GemmDescription(), "; fp32 products on ",
+                            cpu::SgemmLibraryName(cpu::DefaultSgemmLibrary()))
+             : absl::StrCat("fp32 sgemm: ", cpu::SgemmLibraryName(cpu::DefaultSgemmLibrary()));
   const ParamCounts pc = CountParams(*dims);
   const FlopCounts fc = CountTrainingFlops(*dims, T);
   const double median = Median(seconds);
   const double tokens_per_s = static_cast<double>(tokens_per_step) / median;
   const double gflops = fc.total_per_token * tokens_per_s / 1e9;
-  std::printf("bench %s (%s, backend %s, fp32, threads %d)\n", dims->name.c_str(), config_path.c_str(),
-              (*backend)->name().c_str(), threads);
+  std::printf("bench %s (%s, backend %s, %s, threads %d)\n", dims->name.c_str(), config_path.c_str(),
+              (*backend)->name().c_str(), precision_name, threads);
+  std::printf("  %-34s %s\n", "matrix products", matmul_path.c_str());
   std::printf("  %-34s %s params (%s in matmuls)\n", "model", absl::StrFormat("%d", pc.total).c_str(),
               absl::StrFormat("%d", pc.matmul).c_str());
   std::printf("  %-34s %d x %d x grad_accum %d = %lld tokens\n", "step", B, T, accum,
@@ -203,7 +304,7 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
               fc.matmul_per_token, fc.attention_per_token, fc.total_per_token, fc.standard_total_per_token);
   std::printf("  note: attention FLOPs are as computed: causal, and sliding-window layers count only the\n"
               "        keys inside the window (not the full T)\n");
-  std::printf("  %-34s %.1f GFLOP/s (cblas_sgemm %d^3, best of %d)\n", "sgemm peak", peak, kPeakN, kPeakRepeats);
+  std::printf("  %-34s %.1f GFLOP/s (%s)\n", "sgemm peak", peak, peak_source.c_str());
   std::printf("  %-34s median %.4f s, min %.4f s, max %.4f s (%d timed, %d warmup)\n", "step time", median,
               *std::min_element(seconds.begin(), seconds.end()), *std::max_element(seconds.begin(), seconds.end()),
               steps, warmup);
@@ -211,12 +312,18 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
               peak > 0 ? 100 * gflops / peak : 0.0);
   std::printf("  %-34s %.1f MiB\n", "peak RSS (model steps)", peak_rss_mb);
   if (!std::isfinite(last_loss)) std::printf("  warning: last loss is %f\n", last_loss);
+  double mean_step = 0;
+  for (double x : seconds) mean_step += x / static_cast<double>(seconds.size());
+  if (flags.profile) std::printf("%s", profiler.Report(steps, mean_step).c_str());
 
   nlohmann::ordered_json j;
+  j["system"] = "longctx";
   j["config"] = dims->name;
   j["config_path"] = config_path;
   j["backend"] = (*backend)->name();
   j["dtype"] = "f32";
+  j["precision"] = precision_name;
+  j["matmul_path"] = matmul_path;
   j["threads"] = threads;
   j["params"] = pc.total;
   j["matmul_params"] = pc.matmul;
@@ -236,11 +343,59 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   j["attention_flops"] = "as computed (causal; sliding-window layers count only keys inside the window)";
   j["gflops"] = gflops;
   j["peak_gflops"] = peak;
-  j["peak_source"] = absl::StrFormat("cblas_sgemm %d^3 best of %d", kPeakN, kPeakRepeats);
+  j["peak_source"] = peak_source;
+  j["peak_gflops_onednn"] = peak_onednn;
+  j["peak_gflops_openblas"] = peak_openblas;
   j["fraction_of_peak"] = peak > 0 ? gflops / peak : 0.0;
   j["peak_rss_mb"] = peak_rss_mb;
   j["last_loss"] = last_loss;
+  j["loadavg_start"] = load_at_start;  // 1/5/15-minute load: was the machine otherwise idle?
+  j["loadavg_end"] = LoadAverage();
+  if (flags.profile) j["profile"] = profiler.ToJson(steps);
   std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+  if (flags.peer.empty()) return 0;
+
+  // (d) The peer, same invocation, same shape, same FLOPs per token.
+  const nlohmann::json spec =
+      TorchPeerSpec(*config, *dims, threads, flags.peer_steps, flags.peer_warmup, fc.total_per_token);
+  absl::StatusOr<nlohmann::json> peer = RunTorchPeer(spec, peer_options);
+  if (!peer.ok()) return Fail(peer.status());
+  nlohmann::ordered_json pj;
+  pj["system"] = "pytorch";
+  pj["config"] = dims->name;
+  for (auto it = peer->begin(); it != peer->end(); ++it) pj[it.key()] = it.value();
+  pj["peak_gflops"] = peak;
+  const double peer_gflops = peer->value("gflops", 0.0), peer_tps = peer->value("tokens_per_s", 0.0);
+  pj["fraction_of_peak"] = peak > 0 ? peer_gflops / peak : 0.0;
+  pj["loadavg_end"] = LoadAverage();
+  std::printf("%s\n", pj.dump().c_str());
+  if (peer->value("params", int64_t{0}) != pc.total)
+    return Fail(absl::InternalError(absl::StrCat("--peer=pytorch: the reference model has ",
+                                                 peer->value("params", int64_t{0}), " parameters, longctx ", pc.total,
+                                                 ": not the same model")));
+  nlohmann::ordered_json cmp;
+  cmp["system"] = "comparison";
+  cmp["config"] = dims->name;
+  cmp["precision"] = precision_name;
+  cmp["threads"] = threads;
+  cmp["longctx_tokens_per_s"] = tokens_per_s;
+  cmp["pytorch_tokens_per_s"] = peer_tps;
+  cmp["tokens_per_s_ratio"] = peer_tps > 0 ? tokens_per_s / peer_tps : 0.0;
+  cmp["longctx_gflops"] = gflops;
+  cmp["pytorch_gflops"] = peer_gflops;
+  cmp["peak_gflops"] = peak;
+  cmp["longctx_fraction_of_peak"] = peak > 0 ? gflops / peak : 0.0;
+  cmp["pytorch_fraction_of_peak"] = peak > 0 ? peer_gflops / peak : 0.0;
+  cmp["longctx_peak_rss_mb"] = peak_rss_mb;
+  cmp["pytorch_peak_rss_mb"] = peer->value("peak_rss_mb", 0.0);
+  cmp["longctx_last_loss"] = last_loss;
+  cmp["pytorch_last_loss"] = peer->value("last_loss", 0.0);
+  cmp["longctx"] = j;
+  cmp["pytorch"] = pj;
+  std::printf("  %-34s longctx %.1f tokens/s vs PyTorch %.1f tokens/s = %.2fx (%s, %d threads)\n", "peer",
+              tokens_per_s, peer_tps, peer_tps > 0 ? tokens_per_s / peer_tps : 0.0, precision_name, threads);
+  std::printf("%s\n", cmp.dump().c_str());
   return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/corpus_builder.h"
 #include "data/posfreq_analysis.h"
@@ -23,7 +24,12 @@
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/evaluate.h"
+#include "train/loaded_checkpoint.h"
+#include "train/niah_probe_config.h"
+#include "train/niah_probe_model.h"
+#include "train/niah_probe_report.h"
 #include "train/png_plot.h"
+#include "train/string_config.h"
 #include "train/trainer.h"
 
 namespace longctx {
@@ -57,22 +63,17 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
 }
 
 int RunEvalCommand(const std::string& checkpoint, const std::string& data, const std::string& batch,
-                   int eval_batches) {
-  if (checkpoint.empty()) return Fail(absl::InvalidArgumentError("--checkpoint is required"));
-  absl::StatusOr<TrainConfig> config = LoadCheckpointConfig(checkpoint);
-  if (!config.ok()) return Fail(config.status());
-  if (!data.empty()) config->mutable_data()->set_path(data);
-  absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
-  if (!dims.ok()) return Fail(dims.status());
-  SetComputeThreads(config->threads());  // the trainer's thread count: bitwise-equal sums
-  absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(*config);
-  if (!tokens.ok()) return Fail(tokens.status());
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
-  if (!backend.ok()) return Fail(backend.status());
-  Transformer model(*dims, backend->get(), DType::kF32);
-  absl::Status st = LoadModelWeights(checkpoint, &model);
+                   int eval_batches, const StringOptions& string) {
+  absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpointForEval(checkpoint, data);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const TrainConfig* config = &loaded->config;
+  const std::unique_ptr<TokenDataset>* tokens = &loaded->tokens;
+  Transformer& model = *loaded->model;
+  absl::StatusOr<StringOptions> string_options = ResolveStringOptions(string, *config);
+  if (!string_options.ok()) return Fail(string_options.status());
+  absl::Status st = model.SetStringOptions(*string_options);
   if (!st.ok()) return Fail(st);
-  DeviceBatch device_batch(backend->get());
+  DeviceBatch device_batch(loaded->backend.get());
   EvalResult result;
   if (batch == "last_train") {
     // Recompute the checkpoint_batch_loss the trainer recorded: the saved
@@ -89,6 +90,9 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
     if (!st.ok()) return Fail(st);
     absl::StatusOr<PackedBatch> b = (*packer)->Next();
     if (!b.ok()) return Fail(b.status());
+    // Retrieval rows exactly as the trainer mixed them in at that step.
+    st = MixRetrievalRows(*config, tokens->get(), state->value("step", int64_t{0}), cursor->rows_emitted, &*b);
+    if (!st.ok()) return Fail(st);
     result = EvaluateBatch(model, *b, device_batch);
   } else if (batch == "eval") {
     absl::StatusOr<std::unique_ptr<Packer>> packer = MakeEvalPacker(*config, tokens->get());
@@ -100,8 +104,14 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
   } else {
     return Fail(absl::InvalidArgumentError("--batch must be 'eval' or 'last_train', got '" + batch + "'"));
   }
-  std::printf("{\"loss\": %.17g, \"tokens\": %lld, \"batches\": %d, \"batch\": \"%s\", \"checkpoint\": \"%s\"}\n",
-              result.mean(), static_cast<long long>(result.tokens), result.batches, batch.c_str(), checkpoint.c_str());
+  const std::string string_json =
+      string_options->enabled ? absl::StrFormat(", \"string\": {\"s\": %d, \"w\": %d, \"rope_scale\": %s}",
+                                                string_options->s, string_options->w,
+                                                string_options->rope_scale ? "true" : "false")
+                              : "";
+  std::printf("{\"loss\": %.17g, \"tokens\": %lld, \"batches\": %d, \"batch\": \"%s\", \"checkpoint\": \"%s\"%s}\n",
+              result.mean(), static_cast<long long>(result.tokens), result.batches, batch.c_str(), checkpoint.c_str(),
+              string_json.c_str());
   return 0;
 }
 
@@ -267,6 +277,81 @@ int RunDataMergeCommand(const std::vector<std::string>& inputs, const std::strin
   if (!st.ok()) return Fail(st);
   std::printf("merged %d token files: %lld documents, %lld tokens -> %s\n", d->n_files(),
               static_cast<long long>(d->n_docs()), static_cast<long long>(d->n_tokens()), out.c_str());
+  return 0;
+}
+
+int RunProbeCommand(const ProbeCommandArgs& a) {
+  absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpointForEval(a.checkpoint, a.data);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const TrainConfig& config = loaded->config;
+  ProbeSettings s;
+  s.min_len = a.min_len;
+  s.max_len = a.max_len > 0 ? a.max_len : 2 * int64_t{config.data().seq_len()};
+  s.len_step = a.len_step;
+  s.trials = a.trials;
+  s.needles = a.needles;
+  s.depth_bins = a.depth_bins;
+  s.threshold = a.threshold;
+  s.seed = a.seed;
+  s.decode = !a.answer_loss_only;
+  absl::StatusOr<NeedleFormat> format = NeedleFormatByName(a.format, "--format");
+  if (!format.ok()) return Fail(format.status());
+  s.format = *format;
+  if (absl::Status st = ValidateProbeSettings(s, "--"); !st.ok()) return Fail(st);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config.data().tokenizer());
+  if (!tok.ok()) return Fail(tok.status());
+  std::vector<uint32_t> docs = SplitDocuments(*loaded->tokens, config.data().eval_fraction(), /*eval_split=*/true);
+  if (docs.empty())
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        config.data().path(), ": the eval split (data.eval_fraction ", config.data().eval_fraction(),
+        ") has no document to cut haystacks from")));
+  HaystackSource haystack(loaded->tokens.get(), std::move(docs), tok->get());
+  EngineOptions engine;
+  engine.string = a.string;
+  if (engine.string.enabled && engine.string.s == 0) engine.string.s = config.data().seq_len() / 3;
+  absl::StatusOr<std::unique_ptr<TransformerProbeModel>> model = TransformerProbeModel::Create(loaded->model.get(), engine);
+  if (!model.ok()) return Fail(model.status());
+  std::printf("longctx probe: %s | %d-needle '%s' NIAH | lengths %lld..%lld step %lld | %d trials each | "
+              "haystacks from %lld eval documents%s\n",
+              a.checkpoint.c_str(), s.needles, s.format.name.c_str(), static_cast<long long>(s.min_len),
+              static_cast<long long>(s.max_len), static_cast<long long>(s.len_step), s.trials,
+              static_cast<long long>(haystack.num_docs()),
+              engine.string.enabled ? absl::StrFormat(" | STRING S=%d W=%d%s", engine.string.s, engine.string.w,
+                                                      engine.string.rope_scale ? " rope_scale" : "").c_str()
+                                    : "");
+  SetComputeThreads(config.probe_threads());  // as the trainer's probe ran (0: the run's count)
+  ProbeRunOptions o;
+  o.keep_trials = true;
+  o.on_length = [&s](const ProbeLengthResult& l) {
+    if (!l.tested) {
+      std::printf("length %6lld | skipped: shorter than the format's fixed parts\n", static_cast<long long>(l.length));
+    } else if (!s.decode) {
+      std::printf("length %6lld | answer loss %.4f | %d trials\n", static_cast<long long>(l.length), l.answer_loss,
+                  l.trials);
+    } else {
+      std::printf("length %6lld | pass %.3f | needles %.3f | answer loss %.4f | %d trials\n",
+                  static_cast<long long>(l.length), l.pass_rate, l.needle_accuracy, l.answer_loss, l.trials);
+    }
+    std::fflush(stdout);
+  };
+  absl::StatusOr<ProbeResult> r = RunProbe(s, haystack, **model, o);
+  if (!r.ok()) return Fail(r.status());
+  if (!a.json_out.empty()) {
+    if (absl::Status st = WriteProbeJson(*r, a.json_out); !st.ok()) return Fail(st);
+    std::printf("wrote %s\n", a.json_out.c_str());
+  }
+  if (!a.png.empty() && s.decode) {
+    const std::string title = absl::StrFormat("%s: %d-needle NIAH, effective length %d", loaded->dims.name,
+                                              s.needles, r->effective_length);
+    if (absl::Status st = WriteProbeHeatmap(*r, title, a.png); !st.ok()) return Fail(st);
+    std::printf("wrote %s\n", a.png.c_str());
+  }
+  absl::StatusOr<nlohmann::json> state = LoadTrainerState(a.checkpoint);
+  nlohmann::json j = ProbeMetricsEvent(*r, state.ok() ? state->value("step", int64_t{0}) : 0);
+  j["checkpoint"] = a.checkpoint;
+  if (engine.string.enabled)
+    j["string"] = {{"s", engine.string.s}, {"w", engine.string.w}, {"rope_scale", engine.string.rope_scale}};
+  std::printf("%s\n", j.dump().c_str());
   return 0;
 }
 

@@ -8,13 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_attention.h"
+#include "model/sampling.h"
+
 namespace longctx {
 
 // `longctx train --config FILE [--section.field=value ...]`
 int RunTrainCommand(const std::string& config_path, const std::vector<std::string>& overrides);
-// `longctx eval --checkpoint DIR --data FILE [--batch=eval|last_train] [--eval_batches N]`
+// `longctx eval --checkpoint DIR --data FILE [--batch=eval|last_train] [--eval_batches N]
+//  [--string [--string_s N] [--string_w N] [--string_rope_scale]]`: with STRING (s 0 = the run's
+// data.seq_len / 3) the loss is the forward with STRING positions (Transformer::SetStringOptions).
 int RunEvalCommand(const std::string& checkpoint, const std::string& data, const std::string& batch,
-                   int eval_batches);
+                   int eval_batches, const StringOptions& string = {});
 // `longctx plan --config FILE [--section.field=value ...] [--json]`
 int RunPlanCommand(const std::string& config_path, const std::vector<std::string>& overrides, bool json);
 // `longctx data build --inputs A,B --out FILE [--tokenizer byte] [--split_blank_lines] [--max_doc_bytes N]`
@@ -40,6 +45,37 @@ int RunDataMergeCommand(const std::vector<std::string>& inputs, const std::strin
 // the STRING paper's Figure 1 position-frequency cases for a corpus (data/posfreq_analysis.h).
 int RunAnalyzePosfreqCommand(const std::string& data, int64_t seq_len, int64_t rows, double min_pairs,
                              const std::string& png, const std::string& json_out);
+
+// `longctx probe --checkpoint DIR [--min_len 128] [--max_len N] [--len_step 128] [--trials N]
+//  [--needles 4] [--depth_bins 10] [--threshold 0.5] [--seed S] [--format paper|compact]
+//  [--json_out F] [--png F] [--data FILE]`: the NIAH effective-length probe
+// (train/niah_probe.h) on a checkpoint, haystacks from the eval split of its data.
+struct ProbeCommandArgs {
+  std::string checkpoint, data, json_out, png;
+  int64_t min_len = 128, max_len = 0, len_step = 128;  // max_len 0: 2 x the run's data.seq_len
+  int trials = 10, needles = 4, depth_bins = 10;
+  double threshold = 0.5;
+  uint64_t seed = 1;
+  std::string format = "paper";
+  bool answer_loss_only = false;  // no decoding: answer losses per length only
+  // STRING for the greedy decoding (s 0 = the run's data.seq_len / 3).
+  StringOptions string;
+};
+int RunProbeCommand(const ProbeCommandArgs& args);
+
+// `longctx generate --checkpoint DIR --prompt TEXT [--max_new_tokens 64] [--temperature 0] [--top_k 0]
+//  [--seed 1] [--string [--string_s N] [--string_w N] [--string_rope_scale]] [--json]`: continues the
+// prompt with the checkpoint's model and tokenizer (data.tokenizer) by KV-cache decoding
+// (model/inference.h), stopping at max_new_tokens or the tokenizer's EOS, and prints the
+// continuation (--json: one JSON line with the ids too). generate_command.cc.
+struct GenerateCommandArgs {
+  std::string checkpoint, prompt;
+  int max_new_tokens = 64;
+  SamplingOptions sampling;
+  StringOptions string;  // s 0 = the run's data.seq_len / 3
+  bool json = false;
+};
+int RunGenerateCommand(const GenerateCommandArgs& args);
 
 }  // namespace longctx
 

@@ -281,6 +281,8 @@ absl::Status ValidateTrainConfig(const TrainConfig& c) {
   if (c.out_dir().empty()) return absl::InvalidArgumentError("out_dir: must not be empty");
   if (c.backend() != "cpu" && c.backend() != "cuda")
     return absl::InvalidArgumentError(absl::StrCat("backend: must be \"cpu\" or \"cuda\" (got \"", c.backend(), "\")"));
+  if (c.precision() != FP32 && c.precision() != BF16)
+    return absl::InvalidArgumentError("precision: must be FP32 or BF16");
 
   const DataConfig& d = c.data();
   LONGCTX_RETURN_IF_ERROR(Positive("data.seq_len", d.seq_len()));

@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,9 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
 #include "train/evaluate.h"
+#include "train/niah_probe_config.h"
+#include "train/niah_probe_model.h"
+#include "train/niah_probe_report.h"
 
 namespace longctx {
 namespace {
@@ -46,6 +50,23 @@ void SetComputeThreads(int threads) {
   if (threads <= 0) return;
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
+}
+
+absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend) {
+  const MatmulPrecision p = config.precision() == BF16 ? MatmulPrecision::kBF16 : MatmulPrecision::kF32;
+  absl::Status st = backend->SetMatmulPrecision(p);
+  if (!st.ok()) return absl::Status(st.code(), absl::StrCat("precision: ", st.message()));
+  return absl::OkStatus();
+}
+
+ScopedComputeThreads::ScopedComputeThreads(int threads)
+    : omp_(omp_get_max_threads()), blas_(openblas_get_num_threads()) {
+  SetComputeThreads(threads);
+}
+
+ScopedComputeThreads::~ScopedComputeThreads() {
+  omp_set_num_threads(omp_);
+  openblas_set_num_threads(blas_);
 }
 
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(const TrainConfig& config) {
@@ -82,6 +103,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config.backend());
   if (!backend.ok()) return absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message()));
   t->backend_ = std::move(*backend);
+  if (absl::Status st = ApplyPrecision(config, t->backend_.get()); !st.ok()) return st;
 
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config.data().tokenizer());
   if (!tok.ok()) return absl::InvalidArgumentError(absl::StrCat("data.tokenizer: ", tok.status().message()));
@@ -98,6 +120,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   absl::StatusOr<std::unique_ptr<Packer>> packer = MakeTrainPacker(config, t->tokens_.get());
   if (!packer.ok()) return packer.status();
   t->train_packer_ = std::move(*packer);
+  absl::StatusOr<std::unique_ptr<RetrievalMixer>> mixer = MakeRetrievalMixer(config, t->tokens_.get(), t->tokenizer_.get());
+  if (!mixer.ok()) return mixer.status();
+  t->retrieval_ = std::move(*mixer);
   if (!MakeEvalPacker(config, t->tokens_.get()).ok()) {
     LOG(WARNING) << "data.eval_fraction " << config.data().eval_fraction() << " leaves no eval documents in "
                  << config.data().path() << "; evaluation is skipped";
@@ -115,6 +140,31 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   s.decay_norms = config.optim().decay_norms();
   t->optimizer_ = std::make_unique<AdamW>(&t->model_->layout(), t->backend_.get(), DType::kF32, s);
   t->device_batch_ = std::make_unique<DeviceBatch>(t->backend_.get());
+  if (config.probe_every() != 0) {
+    absl::StatusOr<ProbeSettings> ps = ProbeSettingsFromConfig(config);
+    if (!ps.ok()) return ps.status();
+    std::vector<uint32_t> docs = SplitDocuments(*t->tokens_, config.data().eval_fraction(), /*eval_split=*/true);
+    if (docs.empty())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "probe_every: the eval split of ", config.data().path(), " is empty (data.eval_fraction ",
+          config.data().eval_fraction(), "); the probe cuts its haystacks from eval documents"));
+    t->probe_settings_ = *ps;
+    t->probe_haystack_ = std::make_unique<HaystackSource>(t->tokens_.get(), std::move(docs), t->tokenizer_.get());
+    // Fail now, not at the first probe, when no trial can be built.
+    const int64_t fixed = NeedleFixedTokens(ps->format, ps->needles, *t->tokenizer_);
+    int64_t first = -1;
+    for (int64_t L : ProbeLengths(*ps))
+      if (first < 0 && L >= fixed) first = L;
+    if (first < 0)
+      return absl::InvalidArgumentError(absl::StrCat("probe_max_len: ", ps->max_len, " is shorter than the ", fixed,
+                                                     " tokens the '", ps->format.name, "' format takes with ",
+                                                     ps->needles, " needles"));
+    absl::StatusOr<NeedleSample> trial = MakeProbeTrial(*ps, *t->probe_haystack_, first, 0);
+    if (!trial.ok()) return absl::Status(trial.status().code(), absl::StrCat("probe: ", trial.status().message()));
+    absl::StatusOr<std::unique_ptr<TransformerProbeModel>> pm = TransformerProbeModel::Create(t->model_.get());
+    if (!pm.ok()) return pm.status();
+    t->probe_model_ = std::move(*pm);
+  }
 
   absl::StatusOr<std::optional<std::string>> latest = FindLatestCheckpoint(config.out_dir());
   if (!latest.ok()) return latest.status();
@@ -225,6 +275,32 @@ nlohmann::json Trainer::PositionFrequencyEvent() const {
   return ev;
 }
 
+absl::Status Trainer::RunPeriodicProbe() {
+  absl::StatusOr<ProbeResult> r;
+  {
+    ScopedComputeThreads threads(config_.probe_threads());
+    r = RunProbe(*probe_settings_, *probe_haystack_, *probe_model_, {.keep_trials = true});
+  }
+  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("step ", step_, ": ", r.status().message()));
+  const std::string dir = config_.out_dir() + "/probe";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("probe: cannot create ", dir, ": ", ec.message()));
+  const std::string base = absl::StrFormat("%s/step-%08d", dir, step_);
+  absl::Status st = WriteProbeJson(*r, base + ".json");
+  if (st.ok() && r->settings.decode)
+    st = WriteProbeHeatmap(*r,
+                           absl::StrFormat("%s: %d-needle NIAH at step %d, effective length %d", dims_.name,
+                                           r->settings.needles, step_, r->effective_length),
+                           base + ".png");
+  if (st.ok()) st = metrics_->Write(ProbeMetricsEvent(*r, step_));
+  if (!st.ok()) return st;
+  std::printf("probe  step %lld | %s | %s.%s\n", static_cast<long long>(step_), ProbeSummaryLine(*r).c_str(),
+              base.c_str(), r->settings.decode ? "png" : "json");
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> Trainer::Save(const PackerCursor& last_batch_cursor, const PackedBatch* last_batch) {
   nlohmann::json state = StateJson(last_batch_cursor);
   if (last_batch != nullptr) {
@@ -260,6 +336,21 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
                 dims_.name.c_str(), backend_->name().c_str(), dims_.layers,
                 LayerKindsString(dims_.kinds).c_str(), static_cast<long long>(model_->layout().total()),
                 config_.data().seq_len(), config_.data().batch_size(), accum, world);
+  if (rank == 0 && retrieval_ != nullptr)
+    std::printf("retrieval rows: %.1f%% of rows, '%s' format, loss on %s, curriculum \"%s\"\n",
+                100.0 * config_.data().retrieval_fraction(), retrieval_->options().format.name.c_str(),
+                config_.data().retrieval_loss().c_str(),
+                config_.data().retrieval_curriculum().empty()
+                    ? absl::StrCat("0:", config_.data().retrieval_needles(), ":0").c_str()
+                    : config_.data().retrieval_curriculum().c_str());
+  if (rank == 0 && probe_settings_) {
+    const ProbeSettings& p = *probe_settings_;
+    const size_t lengths = ProbeLengths(p).size();
+    std::printf("probe every %d steps: %d-needle '%s' NIAH at %lld..%lld step %lld, %d trials x %zu lengths = %zu %s\n",
+                config_.probe_every(), p.needles, p.format.name.c_str(), static_cast<long long>(p.min_len),
+                static_cast<long long>(p.max_len), static_cast<long long>(p.len_step), p.trials, lengths,
+                lengths * static_cast<size_t>(p.trials), p.decode ? "greedy decodes" : "answer-loss passes");
+  }
 
   while (step_ < total_steps && (max_steps_this_run <= 0 || steps_this_run < max_steps_this_run)) {
     const int64_t next = step_ + 1;
@@ -268,9 +359,14 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     last_batch_cursor = train_packer_->cursor();
     int64_t target_tokens = 0;
     for (auto& b : micro) {
+      const uint64_t first_row = train_packer_->cursor().rows_emitted;
       absl::StatusOr<PackedBatch> batch = train_packer_->Next();
       if (!batch.ok()) return batch.status();
       b = std::move(*batch);
+      if (retrieval_ != nullptr) {
+        absl::Status mst = retrieval_->Apply(next, first_row, &b);
+        if (!mst.ok()) return mst;
+      }
       target_tokens += b.num_target_tokens;
       // Every rank packs every micro-batch of the step, so each counts the
       // segments of all ranks without communication.
@@ -342,6 +438,14 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
         if (!st.ok()) return st;
       }
     }
+    if (rank == 0 && probe_settings_ && step_ % config_.probe_every() == 0) {
+      const auto probe_start = Clock::now();
+      st = RunPeriodicProbe();
+      if (!st.ok()) return st;
+      window_start += Clock::now() - probe_start;  // tokens/s counts training only
+      probe_seconds_ += Seconds(probe_start, Clock::now());
+      ++probes_run_;
+    }
     if (config_.ckpt_every() > 0 && step_ % config_.ckpt_every() == 0 && step_ != total_steps) {
       absl::StatusOr<std::string> path = Save(last_batch_cursor, &micro[0]);
       if (!path.ok()) return path.status();
@@ -351,6 +455,10 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   }
   summary.final_step = step_;
   summary.last_loss = last_loss_;
+  if (rank == 0 && probes_run_ > 0)
+    std::printf("probe  %d probes took %.1f s, %.1f%% of this run's %.1f s\n", probes_run_, probe_seconds_,
+                100.0 * probe_seconds_ / std::max(1e-9, Seconds(run_start, Clock::now())),
+                Seconds(run_start, Clock::now()));
   if (step_ == total_steps) {
     // Final checkpoint, final batch loss and eval.
     absl::StatusOr<std::string> path = Save(last_batch_cursor, have_last ? &micro[0] : nullptr);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "data/packer.h"
 #include "data/position_frequency.h"
+#include "data/retrieval_task_mixer.h"
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
 #include "kernels/backend.h"
@@ -23,6 +24,7 @@
 #include "optim/adamw.h"
 #include "train/device_batch.h"
 #include "train/metrics.h"
+#include "train/niah_probe.h"
 #include "train/train.pb.h"
 
 namespace longctx {
@@ -59,6 +61,8 @@ class Trainer {
   absl::StatusOr<std::string> Save(const PackerCursor& last_batch_cursor, const PackedBatch* last_batch);
   nlohmann::json StateJson(const PackerCursor& last_batch_cursor) const;
   nlohmann::json PositionFrequencyEvent() const;
+  // The probe at the current step: metrics event, out_dir/probe/step-N.{json,png}, a stdout line.
+  absl::Status RunPeriodicProbe();
 
  public:
   const PositionFrequency& position_frequency() const { return *posfreq_; }
@@ -82,11 +86,35 @@ class Trainer {
   double last_lr_ = 0;
   bool has_eval_ = true;  // false when the eval split has no documents
   std::unique_ptr<PositionFrequency> posfreq_;  // pairs per distance, all steps and ranks
+  // Retrieval rows mixed into training (null when data.retrieval_fraction is 0).
+  std::unique_ptr<RetrievalMixer> retrieval_;
+  // Periodic effective-length probe (probe_every > 0): eval-split haystacks,
+  // its own model adapter; reads the weights only, draws from no training RNG.
+  std::optional<ProbeSettings> probe_settings_;
+  std::unique_ptr<HaystackSource> probe_haystack_;
+  std::unique_ptr<ProbeModel> probe_model_;
+  double probe_seconds_ = 0;  // this run's probes, for the budget line at the end
+  int probes_run_ = 0;
 };
 
 // Threads for OpenMP and OpenBLAS (0 = leave the defaults: all cores). Runs that
 // must agree bit for bit (resume, eval of a checkpoint) use the same count.
 void SetComputeThreads(int threads);
+// SetComputeThreads(threads) for a scope; the previous OpenMP and OpenBLAS
+// counts come back at its end (the periodic probe runs with its own count).
+class ScopedComputeThreads {
+ public:
+  explicit ScopedComputeThreads(int threads);
+  ~ScopedComputeThreads();
+  ScopedComputeThreads(const ScopedComputeThreads&) = delete;
+  ScopedComputeThreads& operator=(const ScopedComputeThreads&) = delete;
+
+ private:
+  int omp_, blas_;
+};
+// The config's `precision` as the backend's matmul precision
+// (Backend::SetMatmulPrecision); the error names `precision` and the backend.
+absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend);
 
 // Loss evaluation packer over the config's eval split, from its start.
 absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const DocumentSource* tokens);

@@ -11,6 +11,11 @@
 // parallel over (segment, head, query block) that owns dQ. Every output element
 // is produced by exactly one work item in a fixed order, so results are
 // bitwise identical for any thread count and schedule; there are no atomics.
+// The forward also serves inference (ops.h): keys with their own segments
+// aligned bottom-right to the queries (KV-cache decode, chunked prefill) and a
+// diagonal offset (STRING's shifted part). Both only move where a work item's
+// key loop starts and ends and where a key's visible queries begin; the tile
+// loops themselves are the training loops (offset 0, same segments).
 // Tile products use TileGemm, a register-blocked micro-kernel on generic
 // vector types; the softmax loops are plain loops GCC auto-vectorizes. BLAS is
 // not called: it must not run inside our OpenMP region.
@@ -133,8 +138,10 @@ template <class T>
 struct Ctx {
   int64_t n, heads, kv_heads, d, group;
   int window;
+  int offset;  // diagonal_offset (forward only)
   T scale;
   const int32_t* cu;
+  const int32_t* cu_k;  // keys' segments (== cu in training)
   int64_t segments;
   const T *q, *k, *v;
   T *o, *lse;
@@ -160,8 +167,10 @@ Ctx<T> MakeCtx(const AttentionParams& p, bool backward) {
   c.kv_heads = p.k.shape[1];
   c.group = c.heads / c.kv_heads;
   c.window = p.window;
+  c.offset = p.diagonal_offset;
   c.scale = static_cast<T>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(c.d)));
   c.cu = p.cu_seqlens.as<int32_t>();
+  c.cu_k = p.cu_seqlens_k.defined() ? p.cu_seqlens_k.as<int32_t>() : c.cu;
   c.segments = p.cu_seqlens.shape[0] - 1;
   c.q = p.q.as<T>();
   c.k = p.k.as<T>();
@@ -188,9 +197,13 @@ Ctx<T> MakeCtx(const AttentionParams& p, bool backward) {
 
 // A block of rows [begin, end) inside the segment [seg_begin, seg_end), plus
 // the head (query head or kv head, depending on the pass) it is computed for.
+// Forward items: rows are queries, the segment bounds are those of the keys,
+// and query row i sits at key index i + shift (0 unless the keys have their
+// own segments).
 struct Item {
   int64_t seg_begin, seg_end, begin, end;
   int64_t head;
+  int64_t shift = 0;
 };
 
 // Blocks of `block` rows aligned to each segment's start, times `heads`; the
@@ -201,6 +214,19 @@ std::vector<Item> MakeItems(const int32_t* cu, int64_t segments, int block, int6
     for (int64_t b = cu[s]; b < cu[s + 1]; b += block)
       for (int64_t h = 0; h < heads; ++h)
         items.push_back({cu[s], cu[s + 1], b, std::min<int64_t>(b + block, cu[s + 1]), h});
+  return items;
+}
+
+// Forward items: query blocks of each segment, with the key segment's bounds
+// and the bottom-right shift (the last query of a segment is its last key).
+std::vector<Item> MakeForwardItems(const int32_t* cu, const int32_t* cu_k, int64_t segments, int block,
+                                   int64_t heads) {
+  std::vector<Item> items;
+  for (int64_t s = 0; s < segments; ++s)
+    for (int64_t b = cu[s]; b < cu[s + 1]; b += block)
+      for (int64_t h = 0; h < heads; ++h)
+        items.push_back({cu_k[s], cu_k[s + 1], b, std::min<int64_t>(b + block, cu[s + 1]), h,
+                         int64_t{cu_k[s + 1]} - cu[s + 1]});
   return items;
 }
 
@@ -233,13 +259,14 @@ void LoadTransposed(const T* src, int64_t ld, int rows, int64_t d, T scale, int 
 }
 
 // Visible range [a, b) of one line of a score tile: either the queries
-// (i0 + [0, nq)) that see key j, or the keys (t0 + [0, nk)) that query i sees.
+// (i0 + [0, nq), i0 their key index) that see key j, or the keys (t0 + [0, nk))
+// that query i sees.
 struct Range {
   int a, b;
 };
 template <class T>
 Range QueriesSeeing(const Ctx<T>& c, int64_t j, int64_t i0, int nq) {
-  const int64_t a = std::max<int64_t>(0, j - i0);
+  const int64_t a = std::max<int64_t>(0, j + c.offset - i0);
   const int64_t b = c.window > 0 ? std::min<int64_t>(nq, j + c.window - i0) : nq;
   return {static_cast<int>(a), static_cast<int>(std::max(a, b))};
 }
@@ -274,6 +301,8 @@ template <class T>
 void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   const int64_t d = c.d, h = it.head, g = h / c.group, i0 = it.begin;
   const int nq = static_cast<int>(it.end - i0);
+  // Key index of the first query, and one past the last key any query sees.
+  const int64_t p0 = i0 + it.shift, k_end = it.end + it.shift - c.offset;
   T* __restrict st = w.s.data();
   T* __restrict m = w.m.data();
   T* __restrict l = w.l.data();
@@ -284,14 +313,14 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   std::fill(w.acc.begin(), w.acc.begin() + nq * d, T(0));
   std::fill(m, m + nq, math::NegInf<T>());
   std::fill(l, l + nq, T(0));
-  for (int64_t t0 = c.KeyLo(it.seg_begin, i0); t0 < it.end; t0 += kBlockK) {
-    const int64_t t1 = std::min<int64_t>(t0 + kBlockK, it.end);
+  for (int64_t t0 = c.KeyLo(it.seg_begin, p0); t0 < k_end; t0 += kBlockK) {
+    const int64_t t1 = std::min<int64_t>(t0 + kBlockK, k_end);
     const int nk = static_cast<int>(t1 - t0);
     const T* kb = c.k + t0 * c.sk + g * d;
     TileGemm<T>(nk, kBlockQ, d, kb, c.sk, 1, w.qt.data(), kBlockQ, st, kBlockQ, false);
     std::copy(m, m + nq, mn);
     for (int j = 0; j < nk; ++j) {
-      const Range r = QueriesSeeing(c, t0 + j, i0, nq);
+      const Range r = QueriesSeeing(c, t0 + j, p0, nq);
       const T* srow = st + j * kBlockQ;
       for (int i = r.a; i < r.b; ++i) mn[i] = math::SoftmaxMax(mn[i], srow[i]);
     }
@@ -302,7 +331,7 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
       m[i] = mn[i];
     }
     for (int j = 0; j < nk; ++j) {
-      const Range r = QueriesSeeing(c, t0 + j, i0, nq);
+      const Range r = QueriesSeeing(c, t0 + j, p0, nq);
       T* srow = st + j * kBlockQ;
       for (int i = 0; i < r.a; ++i) srow[i] = T(0);
       for (int i = r.a; i < r.b; ++i) {
@@ -414,7 +443,7 @@ void RunItems(const Ctx<T>& c, const std::vector<Item>& items, Fn fn) {
 template <class T>
 void Forward(const AttentionParams& p) {
   const Ctx<T> c = MakeCtx<T>(p, false);
-  RunItems(c, MakeItems(c.cu, c.segments, kBlockQ, c.heads), ForwardItem<T>);
+  RunItems(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads), ForwardItem<T>);
 }
 
 template <class T>

@@ -46,7 +46,7 @@ class CpuBackend final : public Backend {
   double SumSquares(const Tensor& x) override { return cpu::SumSquares(x); }
   bool AllFinite(const Tensor& x) override { return cpu::AllFinite(x); }
 
-  void Gemm(const GemmParams& p) override { VALIDATED(p); cpu::Gemm(p); }
+  void Gemm(const GemmParams& p) override { VALIDATED(p); cpu::Gemm(p, precision_); }
   void EmbeddingForward(const EmbeddingParams& p) override { VALIDATED(p); cpu::EmbeddingForward(p); }
   void EmbeddingBackward(const EmbeddingParams& p) override { VALIDATED(p); cpu::EmbeddingBackward(p); }
   void RmsNormForward(const RmsNormParams& p) override { VALIDATED(p, false); cpu::RmsNormForward(p); }
@@ -56,8 +56,19 @@ class CpuBackend final : public Backend {
   void SwiGluBackward(const SwiGluParams& p) override { VALIDATED(p, true); cpu::SwiGluBackward(p); }
   void AttentionForward(const AttentionParams& p) override { VALIDATED(p, false); cpu::AttentionForward(p); }
   void AttentionBackward(const AttentionParams& p) override { VALIDATED(p, true); cpu::AttentionBackward(p); }
-  double LmHeadLoss(const LmHeadLossParams& p) override { VALIDATED(p); return cpu::LmHeadLoss(p); }
+  void AttentionMerge(const AttentionMergeParams& p) override { VALIDATED(p); cpu::AttentionMerge(p); }
+  double LmHeadLoss(const LmHeadLossParams& p) override { VALIDATED(p); return cpu::LmHeadLoss(p, precision_); }
   void AdamW(const AdamWParams& p) override { VALIDATED(p); cpu::AdamW(p); }
+
+  // bf16: kernels/cpu/gemm_bf16.h (oneDNN or rounded operands + sgemm, per CPU).
+  absl::Status SetMatmulPrecision(MatmulPrecision p) override {
+    precision_ = p;
+    return absl::OkStatus();
+  }
+  MatmulPrecision matmul_precision() const override { return precision_; }
+
+ private:
+  MatmulPrecision precision_ = MatmulPrecision::kF32;
 };
 
 }  // namespace

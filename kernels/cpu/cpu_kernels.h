@@ -9,7 +9,8 @@
 
 namespace longctx::cpu {
 
-void Gemm(const GemmParams& p);                        // gemm.cc
+// precision applies to F32 only (see MatmulPrecision in ops.h).
+void Gemm(const GemmParams& p, MatmulPrecision precision = MatmulPrecision::kF32);  // gemm.cc
 
 void Fill(const Tensor& x, double value);              // elementwise.cc
 void Copy(const Tensor& dst, const Tensor& src);
@@ -29,8 +30,10 @@ void Rope(const RopeParams& p);                        // rope.cc
 
 void AttentionForward(const AttentionParams& p);       // attention.cc
 void AttentionBackward(const AttentionParams& p);
+void AttentionMerge(const AttentionMergeParams& p);    // attention_merge.cc
 
-double LmHeadLoss(const LmHeadLossParams& p);          // lm_head_loss.cc
+double LmHeadLoss(const LmHeadLossParams& p,           // lm_head_loss.cc
+                  MatmulPrecision precision = MatmulPrecision::kF32);
 
 }  // namespace longctx::cpu
 

@@ -1,14 +1,86 @@
-// Why: every matrix product goes to BLAS (OpenBLAS, OpenMP build). Row-major
-// views with a strided dimension 0 map directly onto BLAS leading dimensions,
-// so column slices of fused q|k|v or gate|up matrices are never copied.
+// Why: every matrix product goes to a BLAS: F32 to oneDNN's sgemm or OpenBLAS
+// (gemm_library.h says which and why), F64 to OpenBLAS (OpenMP build, one
+// thread pool with ours). Row-major views with a strided dimension 0 map
+// directly onto leading dimensions, so column slices of fused q|k|v or gate|up
+// matrices are never copied. F32 products at MatmulPrecision::kBF16 go to
+// gemm_bf16.cc (bf16 operands, fp32 accumulation, path chosen per CPU).
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
-#include "kernels/log.h"
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_library.h"
+#include "kernels/log.h"
 
 namespace longctx::cpu {
+namespace {
 
-void Gemm(const GemmParams& p) {
+std::atomic<int> g_library_override{-1};  // -1 = default, else an SgemmLibrary
+
+SgemmLibrary LibraryFromEnv() {
+  const char* env = std::getenv("LONGCTX_SGEMM");
+  if (env == nullptr || *env == '\0') return SgemmLibrary::kOneDnn;
+  const std::string v = env;
+  if (v == "onednn") return SgemmLibrary::kOneDnn;
+  if (v == "openblas") return SgemmLibrary::kOpenBlas;
+  LOG(FATAL) << "LONGCTX_SGEMM=" << v << ": expected onednn or openblas";
+  return SgemmLibrary::kOneDnn;
+}
+
+}  // namespace
+
+SgemmLibrary DefaultSgemmLibrary() {
+  const int forced = g_library_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<SgemmLibrary>(forced);
+  static const SgemmLibrary library = LibraryFromEnv();
+  return library;
+}
+
+void SetSgemmLibrary(std::optional<SgemmLibrary> library) {
+  g_library_override.store(library ? static_cast<int>(*library) : -1, std::memory_order_relaxed);
+}
+
+const char* SgemmLibraryName(SgemmLibrary library) {
+  return library == SgemmLibrary::kOneDnn ? "onednn" : "openblas";
+}
+
+void Sgemm(const GemmParams& p, SgemmLibrary library) {
+  const int64_t m = p.trans_a ? p.a.shape[1] : p.a.shape[0];
+  const int64_t k = p.trans_a ? p.a.shape[0] : p.a.shape[1];
+  const int64_t n = p.trans_b ? p.b.shape[0] : p.b.shape[1];
+  if (m == 0 || n == 0) return;
+  if (library == SgemmLibrary::kOneDnn) {
+    if (k == 0) {  // BLAS semantics: C = beta C (beta = 0 overwrites)
+      if (p.beta == 0.0) {
+        Fill(p.c, 0.0);
+      } else if (p.beta != 1.0) {
+        Scale(p.c, p.beta);
+      }
+      return;
+    }
+    const dnnl_status_t st = dnnl_sgemm(p.trans_a ? 'T' : 'N', p.trans_b ? 'T' : 'N', m, n, k,
+                                        static_cast<float>(p.alpha), p.a.as<const float>(), p.a.stride0(),
+                                        p.b.as<const float>(), p.b.stride0(), static_cast<float>(p.beta),
+                                        p.c.as<float>(), p.c.stride0());
+    CHECK(st == dnnl_success) << "dnnl_sgemm " << m << "x" << n << "x" << k << " failed with status "
+                              << static_cast<int>(st);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<float>(p.alpha),
+              p.a.as<float>(), static_cast<int>(p.a.stride0()), p.b.as<float>(), static_cast<int>(p.b.stride0()),
+              static_cast<float>(p.beta), p.c.as<float>(), static_cast<int>(p.c.stride0()));
+}
+
+void Gemm(const GemmParams& p, MatmulPrecision precision) {
+  if (precision == MatmulPrecision::kBF16 && p.c.dtype == DType::kF32) {
+    GemmBf16(p, DefaultBf16GemmPath());
+    return;
+  }
   const int m = static_cast<int>(p.trans_a ? p.a.shape[1] : p.a.shape[0]);
   const int k = static_cast<int>(p.trans_a ? p.a.shape[0] : p.a.shape[1]);
   const int n = static_cast<int>(p.trans_b ? p.b.shape[0] : p.b.shape[1]);
@@ -20,8 +92,7 @@ void Gemm(const GemmParams& p) {
   const int ldc = static_cast<int>(p.c.stride0());
   switch (p.c.dtype) {
     case DType::kF32:
-      cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(p.alpha), p.a.as<float>(), lda,
-                  p.b.as<float>(), ldb, static_cast<float>(p.beta), p.c.as<float>(), ldc);
+      Sgemm(p, DefaultSgemmLibrary());
       break;
     case DType::kF64:
       cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, p.alpha, p.a.as<double>(), lda, p.b.as<double>(), ldb,

@@ -6,16 +6,35 @@
 // dlogits and two more GEMMs produce dx_chunk and accumulate dW. Only one
 // [chunk, V] scratch exists; it is a per-thread buffer that grows and is kept
 // across calls, so steady-state training never allocates (or page-faults) it.
+// At MatmulPrecision::kBF16 the weight and x are rounded to bf16 once per call
+// (not once per chunk: the [V, D] weight is the largest operand) and every
+// chunk's products use those copies (kernels/cpu/gemm_bf16.h).
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/log.h"
 #include "kernels/math/cross_entropy.h"
+#include "kernels/math/online_softmax.h"
 
 namespace longctx::cpu {
 namespace {
+
+// exp of a shifted logit (<= 0). F32: the branch-free polynomial of
+// online_softmax.h (< 3e-7 relative), which GCC vectorizes; libm's expf is a
+// scalar call per element, 65 M of them per step at ref-b's shape. F64 (the
+// gradient checks): libm exp.
+template <class T>
+inline T RowExp(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return math::Exp(x);
+  } else {
+    return math::CeExp(x);
+  }
+}
 
 template <class T>
 DType DTypeOf() {
@@ -35,7 +54,7 @@ T* LogitsScratch(int64_t elems) {
 }
 
 template <class T>
-double LmHeadLossImpl(const LmHeadLossParams& p) {
+double LmHeadLossImpl(const LmHeadLossParams& p, MatmulPrecision precision) {
   const int64_t n = p.x.shape[0], vocab = p.weight.shape[0];
   if (n == 0) return 0.0;
   const int64_t chunk = std::min<int64_t>(p.chunk_tokens, n);
@@ -49,6 +68,20 @@ double LmHeadLossImpl(const LmHeadLossParams& p) {
   const int64_t losses_stride = p.losses.defined() ? p.losses.stride0() : 0;
   double total = 0.0;
 
+  // The products' operands: p.weight and p.x, or their bf16 roundings.
+  const bool bf16 = std::is_same_v<T, float> && precision == MatmulPrecision::kBF16;
+  const Bf16GemmPath path = bf16 ? DefaultBf16GemmPath() : Bf16GemmPath::kRoundedSgemm;
+  thread_local Bf16Scratch w_scratch, x_scratch, dlogits_scratch;
+  const Tensor w_op = bf16 ? PrepareBf16Operand(p.weight, path, &w_scratch) : p.weight;
+  const Tensor x_op = bf16 ? PrepareBf16Operand(p.x, path, &x_scratch) : p.x;
+  auto product = [bf16](const GemmParams& g) {
+    if (bf16) {
+      GemmBf16Prepared(g);
+    } else {
+      Gemm(g);
+    }
+  };
+
   for (int64_t t0 = 0; t0 < n; t0 += chunk) {
     const int64_t m = std::min(chunk, n - t0);
     const int32_t* tgt = targets + t0;
@@ -61,14 +94,14 @@ double LmHeadLossImpl(const LmHeadLossParams& p) {
       continue;
     }
 
-    const Tensor x_chunk = p.x.Rows(t0, t0 + m);
+    const Tensor x_chunk = x_op.Rows(t0, t0 + m);
     const Tensor l(logits, DTypeOf<T>(), {m, vocab});
     GemmParams fwd;
     fwd.a = x_chunk;
-    fwd.b = p.weight;
+    fwd.b = w_op;
     fwd.c = l;
     fwd.trans_b = true;
-    Gemm(fwd);
+    product(fwd);
 
 #pragma omp parallel for schedule(static) if (m * vocab >= (1 << 15) && m > 1)
     for (int64_t r = 0; r < m; ++r) {
@@ -86,13 +119,15 @@ double LmHeadLossImpl(const LmHeadLossParams& p) {
       const T target_logit = row[target];
       double sum = 0.0;
       if (backward) {
+#pragma omp simd reduction(+ : sum)
         for (int64_t v = 0; v < vocab; ++v) {
-          const T e = math::ShiftedExp(row[v], mx);
+          const T e = RowExp(row[v] - mx);
           row[v] = e;
           sum += static_cast<double>(e);
         }
       } else {
-        for (int64_t v = 0; v < vocab; ++v) sum += static_cast<double>(math::ShiftedExp(row[v], mx));
+#pragma omp simd reduction(+ : sum)
+        for (int64_t v = 0; v < vocab; ++v) sum += static_cast<double>(RowExp(row[v] - mx));
       }
       const double lse = math::LogSumExpFromShifted<double>(static_cast<double>(mx), sum);
       row_loss[r] = math::CrossEntropyLoss<double>(lse, static_cast<double>(target_logit));
@@ -108,21 +143,22 @@ double LmHeadLossImpl(const LmHeadLossParams& p) {
       if (losses) losses[(t0 + r) * losses_stride] = static_cast<T>(row_loss[r]);
     }
 
+    const Tensor dl = bf16 && backward ? PrepareBf16Operand(l, path, &dlogits_scratch) : l;
     if (want_dx) {  // dx_chunk = dlogits @ W
       GemmParams g;
-      g.a = l;
-      g.b = p.weight;
+      g.a = dl;
+      g.b = w_op;
       g.c = p.dx.Rows(t0, t0 + m);
-      Gemm(g);
+      product(g);
     }
     if (want_dw) {  // dW += dlogits^T @ x_chunk
       GemmParams g;
-      g.a = l;
+      g.a = dl;
       g.b = x_chunk;
       g.c = p.dweight;
       g.trans_a = true;
       g.beta = 1.0;
-      Gemm(g);
+      product(g);
     }
   }
   return total;
@@ -130,10 +166,10 @@ double LmHeadLossImpl(const LmHeadLossParams& p) {
 
 }  // namespace
 
-double LmHeadLoss(const LmHeadLossParams& p) {
+double LmHeadLoss(const LmHeadLossParams& p, MatmulPrecision precision) {
   switch (p.x.dtype) {
-    case DType::kF32: return LmHeadLossImpl<float>(p);
-    case DType::kF64: return LmHeadLossImpl<double>(p);
+    case DType::kF32: return LmHeadLossImpl<float>(p, precision);
+    case DType::kF64: return LmHeadLossImpl<double>(p, precision);
     default: LOG(FATAL) << "LmHeadLoss: unsupported dtype " << DTypeName(p.x.dtype);
   }
   return 0.0;

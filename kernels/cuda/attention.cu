@@ -11,6 +11,12 @@
 // aligned to segments); each (query, key) pair is masked by the query's own
 // lower bound, found by binary search in the device-resident cu_seqlens.
 //
+// Inference (forward only, ops.h): keys with their own segments aligned
+// bottom-right to the queries (KV-cache decode, chunked prefill) and a
+// diagonal offset (STRING's shifted part) only change each query's visible key
+// range [lo, hi], kept per row in shared memory; training has lo as before and
+// hi = i.
+//
 // Backward: FlashAttention-2 recomputation from the saved lse and
 // D_i = rowsum(dO_i * O_i) (computed first, in double), in two race-free
 // kernels: one block per (key tile, kv head) owns dK and dV of its keys and
@@ -49,14 +55,16 @@ struct AttnParams {
   T* delta;  // [H, N] dense: D = rowsum(dO * O)
   int64_t sq, sk, sv, so, slse, sdo, sdq, sdk, sdv;
   const int32_t* cu;
+  const int32_t* cu_k;  // keys' segments (== cu in training)
   int segments;
   int n, heads, group, d, window, tile;
+  int offset;  // diagonal_offset (forward only)
   T scale;
 };
 
-// Segment [begin, end) containing token i (cu[0] = 0 <= i < cu[segments] = n):
-// the first s >= 1 with cu[s] > i gives end = cu[s], begin = cu[s - 1].
-__device__ __forceinline__ void SegmentBounds(const int32_t* cu, int segments, int i, int& begin, int& end) {
+// The first s >= 1 with cu[s] > i (cu[0] = 0 <= i < cu[segments] = n): token
+// i lies in segment s - 1, i.e. [cu[s - 1], cu[s]).
+__device__ __forceinline__ int SegmentEnd(const int32_t* cu, int segments, int i) {
   int a = 1, b = segments;
   while (a < b) {
     const int mid = (a + b) >> 1;
@@ -66,8 +74,25 @@ __device__ __forceinline__ void SegmentBounds(const int32_t* cu, int segments, i
       b = mid;
     }
   }
+  return a;
+}
+
+// Segment [begin, end) containing token i.
+__device__ __forceinline__ void SegmentBounds(const int32_t* cu, int segments, int i, int& begin, int& end) {
+  const int a = SegmentEnd(cu, segments, i);
   begin = cu[a - 1];
   end = cu[a];
+}
+
+// Forward: the keys [lo, hi] query i sees (lo > hi: none). The query sits at
+// key index i + cu_k[s] - cu[s] of its segment's end s (bottom-right).
+template <class T>
+__device__ __forceinline__ void QueryKeyRange(const AttnParams<T>& p, int i, int& lo, int& hi) {
+  const int s = SegmentEnd(p.cu, p.segments, i);
+  const int kb = p.cu_k[s - 1];
+  const int pos = i + (p.cu_k[s] - p.cu[s]);
+  lo = p.window > 0 ? max(kb, pos - p.window + 1) : kb;
+  hi = pos - p.offset;
 }
 
 // First key query i sees.
@@ -142,9 +167,10 @@ struct QLayout {
   }
 };
 
+// Every layout is followed by two int arrays of b entries (per-row key bounds).
 template <class T, class L>
 size_t SmemBytes(int b, int d) {
-  return static_cast<size_t>(L(b, d).total) * sizeof(T) + static_cast<size_t>(b) * sizeof(int);
+  return static_cast<size_t>(L(b, d).total) * sizeof(T) + 2 * static_cast<size_t>(b) * sizeof(int);
 }
 
 template <class T>
@@ -174,6 +200,7 @@ __global__ void __launch_bounds__(kAttnThreads) AttnForwardKernel(AttnParams<T> 
   T *qs = base + L.q, *ks = base + L.k, *vs = base + L.v, *s = base + L.s, *acc = base + L.acc;
   T *mrow = base + L.m, *lrow = base + L.l, *alpha = base + L.alpha;
   int* lo = reinterpret_cast<int*>(base + L.total);
+  int* hi = lo + B;
   const int h = blockIdx.y, g = h / p.group;
   const int q0 = blockIdx.x * B, nq = min(B, p.n - q0);
   const int tid = threadIdx.x, nt = blockDim.x;
@@ -183,11 +210,13 @@ __global__ void __launch_bounds__(kAttnThreads) AttnForwardKernel(AttnParams<T> 
   for (int r = tid; r < nq; r += nt) {
     mrow[r] = math::NegInf<T>();
     lrow[r] = T(0);
-    lo[r] = KeyLo(p, q0 + r);
+    QueryKeyRange(p, q0 + r, lo[r], hi[r]);
   }
   __syncthreads();
 
-  const int k_end = q0 + nq;  // no query of the tile sees a key at or past this
+  // lo and hi are nondecreasing in the row, so the tile's keys are
+  // [lo[0], hi[nq - 1]]; no query of the tile sees a key at or past k_end.
+  const int k_end = hi[nq - 1] + 1;
   for (int t0 = lo[0]; t0 < k_end; t0 += B) {
     const int nk = min(B, k_end - t0);
     LoadTile(ks, ldk, p.k, p.sk, int64_t(g) * d, t0, nk, d, T(1));
@@ -196,9 +225,9 @@ __global__ void __launch_bounds__(kAttnThreads) AttnForwardKernel(AttnParams<T> 
     // Scores, -inf where masked.
     for (int e = tid; e < nq * B; e += nt) {
       const int r = e / B, c = e - r * B;
-      const int i = q0 + r, j = t0 + c;
+      const int j = t0 + c;
       T sc = math::NegInf<T>();
-      if (c < nk && j >= lo[r] && j <= i) sc = Dot(qs + r * d, ks + c * ldk, d);
+      if (c < nk && j >= lo[r] && j <= hi[r]) sc = Dot(qs + r * d, ks + c * ldk, d);
       s[r * lds + c] = sc;
     }
     __syncthreads();
@@ -427,6 +456,8 @@ AttnParams<T> MakeParams(const AttentionArgs& a, bool backward) {
   p.window = a.window;
   p.scale = static_cast<T>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(p.d)));
   p.cu = a.cu_seqlens.as<const int32_t>();
+  p.cu_k = a.cu_seqlens_k.defined() ? a.cu_seqlens_k.as<const int32_t>() : p.cu;
+  p.offset = a.diagonal_offset;
   p.segments = static_cast<int>(a.cu_seqlens.shape[0] - 1);
   p.q = a.q.as<const T>();
   p.k = a.k.as<const T>();

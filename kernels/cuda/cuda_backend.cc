@@ -188,6 +188,10 @@ class CudaBackend final : public Backend {
     VALIDATED(p, true);
     cuda::AttentionBackward(ctx_, Attention(p, true));
   }
+  void AttentionMerge(const AttentionMergeParams& p) override {
+    VALIDATED(p);
+    cuda::AttentionMerge(ctx_, p.o1, p.lse1, p.o2, p.lse2, p.o, p.lse);
+  }
   double LmHeadLoss(const LmHeadLossParams& p) override {
     VALIDATED(p);
     cuda::LmHeadArgs a;
@@ -203,6 +207,13 @@ class CudaBackend final : public Backend {
     SyncAndCheck();  // an invalid target must not pass silently
     return loss;
   }
+  absl::Status SetMatmulPrecision(MatmulPrecision p) override {
+    ctx_.bf16_matmul = p == MatmulPrecision::kBF16;
+    return absl::OkStatus();
+  }
+  MatmulPrecision matmul_precision() const override {
+    return ctx_.bf16_matmul ? MatmulPrecision::kBF16 : MatmulPrecision::kF32;
+  }
   void AdamW(const AdamWParams& p) override {
     VALIDATED(p);
     cuda::AdamW(ctx_, p.param, p.grad, p.m, p.v, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_scale,
@@ -212,12 +223,13 @@ class CudaBackend final : public Backend {
  private:
   explicit CudaBackend(int device) : device_(device) {}
 
-  // An I32 index tensor on the device: as is, or staged from host memory.
-  Tensor Index(const Tensor& t) {
+  // An I32 index tensor on the device: as is, or staged from host memory
+  // (into `slot`; two tensors staged for one op need two slots).
+  Tensor Index(const Tensor& t, cuda::Slot slot = cuda::Slot::kIndex) {
     if (t.device == Device::kCuda || t.numel() == 0) return t;
     CHECK(t.contiguous()) << "index tensor " << t.DebugString() << " must be dense";
     Tensor d = t;
-    d.data = ctx_.workspace->Get(cuda::Slot::kIndex, t.nbytes());
+    d.data = ctx_.workspace->Get(slot, t.nbytes());
     d.device = Device::kCuda;
     // From pageable memory the copy returns once the source has been read.
     LONGCTX_CUDA_CHECK(cudaMemcpyAsync(d.data, t.data, t.nbytes(), cudaMemcpyDefault, ctx_.stream));
@@ -232,6 +244,8 @@ class CudaBackend final : public Backend {
     a.o = p.o;
     a.lse = p.lse;
     a.cu_seqlens = Index(p.cu_seqlens);
+    if (p.cu_seqlens_k.defined()) a.cu_seqlens_k = Index(p.cu_seqlens_k, cuda::Slot::kIndexK);
+    a.diagonal_offset = p.diagonal_offset;
     a.window = p.window;
     a.scale = p.scale;
     if (backward) {

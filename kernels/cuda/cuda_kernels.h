@@ -31,6 +31,7 @@ void CheckCublas(cublasStatus_t s, const char* what, const char* file, int line)
 enum class Slot : int {
   kReduce = 0,   // reduction partials and the scalar results copied to host
   kIndex,        // an I32 index tensor staged from host memory
+  kIndexK,       // a second one (attention's cu_seqlens_k beside cu_seqlens)
   kSortKeys,     // embedding backward: packed (id, token) sort keys
   kRowPartials,  // RMSNorm backward: per-chunk dweight partials
   kLogits,       // LM head: [chunk, V] logits / dlogits
@@ -68,6 +69,9 @@ struct Context {
   int* error_word = nullptr;        // device int, see ErrorBit
   Workspace* workspace = nullptr;
   int max_smem_per_block = 48 << 10;  // opt-in dynamic shared memory limit
+  // MatmulPrecision::kBF16: F32 GEMMs (and the LM head's) use cuBLAS
+  // CUBLAS_COMPUTE_32F_FAST_16BF (operands converted to bf16, fp32 accumulation).
+  bool bf16_matmul = false;
 };
 
 // Elementwise and reductions (elementwise.cu). Tensors are viewed as rows x
@@ -110,12 +114,17 @@ double LmHeadLoss(const Context& c, const LmHeadArgs& a);  // synchronizes
 // Attention (attention.cu). cu_seqlens is I32 on the device.
 struct AttentionArgs {
   Tensor q, k, v, o, lse, cu_seqlens;
+  Tensor cu_seqlens_k;     // forward only; unset = cu_seqlens (see ops.h)
+  int diagonal_offset = 0;  // forward only
   Tensor d_o, dq, dk, dv;  // backward only
   int window = 0;
   double scale = 0.0;  // 0 = 1/sqrt(head_dim)
 };
 void AttentionForward(const Context& c, const AttentionArgs& a);
 void AttentionBackward(const Context& c, const AttentionArgs& a);
+// o = merge of (o1, lse1) and (o2, lse2) by log-sum-exp (attention_merge.cu).
+void AttentionMerge(const Context& c, const Tensor& o1, const Tensor& lse1, const Tensor& o2, const Tensor& lse2,
+                    const Tensor& o, const Tensor& lse);
 
 }  // namespace longctx::cuda
 

@@ -14,7 +14,8 @@
 // C^T = op(B)^T op(A)^T (column-major), i.e. cublas?gemm(opB, opA, n, m, k,
 // B, ldb, A, lda, C, ldc) with every leading dimension a Tensor::stride0().
 // The handle stays in CUBLAS_DEFAULT_MATH: no TF32, so F32 GEMMs match the CPU
-// backend's to ~1e-6 relative.
+// backend's to ~1e-6 relative. At MatmulPrecision::kBF16 (Context::bf16_matmul)
+// F32 GEMMs go to cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_16BF instead.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -113,6 +114,12 @@ void Gemm(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out,
   switch (out.dtype) {
     case DType::kF32: {
       const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+      if (c.bf16_matmul) {  // bf16 operands on the tensor cores, fp32 accumulation and output
+        LONGCTX_CUBLAS_CHECK(cublasGemmEx(c.blas, op_b, op_a, ni, mi, ki, &al, b.as<const float>(), CUDA_R_32F, Ld(b),
+                                          a.as<const float>(), CUDA_R_32F, Ld(a), &be, out.as<float>(), CUDA_R_32F,
+                                          Ld(out), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+        break;
+      }
       LONGCTX_CUBLAS_CHECK(cublasSgemm(c.blas, op_b, op_a, ni, mi, ki, &al, b.as<const float>(), Ld(b),
                                        a.as<const float>(), Ld(a), &be, out.as<float>(), Ld(out)));
       break;

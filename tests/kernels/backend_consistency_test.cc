@@ -523,6 +523,86 @@ void CheckAttention(Backend* b, Backend* ref, std::mt19937& rng) {
   }
 }
 
+// The forward-only inference generalisation (keys with their own bottom-right
+// aligned segments, a diagonal offset) and the log-sum-exp merge, including
+// rows that see no key (lse = -inf) and rows empty in both merged parts.
+template <class T>
+void CheckAttentionInference(Backend* b, Backend* ref, std::mt19937& rng) {
+  struct Case {
+    std::vector<int32_t> lq, lk;
+    int64_t heads, kv_heads, head_dim;
+    int window, offset;
+    int64_t pad;
+  };
+  const std::vector<Case> cases = {
+      {{1}, {257}, 4, 2, 32, 0, 0, 0},                  // decode
+      {{1, 1, 1}, {5, 130, 1}, 4, 1, 16, 40, 0, 3},     // decode, several sequences, window
+      {{100}, {230}, 4, 2, 24, 0, 0, 1},                // chunk after a cache
+      {{70, 0, 64}, {150, 3, 70}, 2, 2, 16, 50, 10, 2}, // chunks with window and offset
+      {{130, 1, 163}, {130, 1, 163}, 4, 2, 16, 0, 37, 0},  // prefill, offset (STRING part 2)
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& c = cases[ci];
+    const std::string what = "Inference attention case " + std::to_string(ci);
+    std::vector<int32_t> cq = {0}, ck = {0};
+    for (int32_t len : c.lq) cq.push_back(cq.back() + len);
+    for (int32_t len : c.lk) ck.push_back(ck.back() + len);
+    const int64_t nq = cq.back(), nk = ck.back(), h = c.heads, hkv = c.kv_heads, d = c.head_dim;
+    Ints cu_q(b, cq), cu_k(b, ck);
+    Twin<T> q(b, {nq, h, d}, c.pad), k(b, {nk, hkv, d}, c.pad), v(b, {nk, hkv, d}, c.pad);
+    Twin<T> o(b, {nq, h, d}, c.pad), lse(b, {h, nq}, 0);
+    for (Twin<T>* t : {&q, &k, &v, &o, &lse}) t->Random(rng, -2, 2).Upload();
+    AttentionParams pr, pd;
+    pr.q = q.ref(), pr.k = k.ref(), pr.v = v.ref(), pr.o = o.ref(), pr.lse = lse.ref();
+    pd.q = q.dev(), pd.k = k.dev(), pd.v = v.dev(), pd.o = o.dev(), pd.lse = lse.dev();
+    pr.cu_seqlens = cu_q.ref(), pr.cu_seqlens_k = cu_k.ref();
+    pd.cu_seqlens = cu_q.dev(), pd.cu_seqlens_k = cu_k.dev();
+    pr.window = pd.window = c.window;
+    pr.diagonal_offset = pd.diagonal_offset = c.offset;
+    ref->AttentionForward(pr);
+    b->AttentionForward(pd);
+    ExpectClose(o.Download(), o.host(), Tol<T>(), what + " o");
+    const std::vector<T> got_lse = lse.Download();
+    for (size_t i = 0; i < got_lse.size(); ++i)  // -inf rows must match exactly
+      if (std::isinf(lse.host()[i])) EXPECT_EQ(got_lse[i], lse.host()[i]) << what << " lse " << i;
+    std::vector<T> finite_got, finite_want;
+    for (size_t i = 0; i < got_lse.size(); ++i)
+      if (!std::isinf(lse.host()[i])) finite_got.push_back(got_lse[i]), finite_want.push_back(lse.host()[i]);
+    ExpectClose(finite_got, finite_want, Tol<T>(), what + " lse");
+  }
+  {
+    const int64_t n = 37, h = 3, d = 20;
+    Twin<T> o1(b, {n, h, d}, 2), o2(b, {n, h, d}, 0), lse1(b, {h, n}, 0), lse2(b, {h, n}, 0), o(b, {n, h, d}, 1),
+        lse(b, {h, n}, 0);
+    for (Twin<T>* t : {&o1, &o2, &lse1, &lse2, &o, &lse}) t->Random(rng, -3, 3);
+    const T inf = std::numeric_limits<T>::infinity();
+    for (int64_t i = 0; i < 5; ++i) {  // part 1 empty, part 2 empty, both empty
+      lse1.host()[0 * n + i] = -inf;
+      lse2.host()[1 * n + i] = -inf;
+      lse1.host()[2 * n + i] = lse2.host()[2 * n + i] = -inf;
+    }
+    for (Twin<T>* t : {&o1, &o2, &lse1, &lse2, &o, &lse}) t->Upload();
+    AttentionMergeParams pr, pd;
+    pr.o1 = o1.ref(), pr.o2 = o2.ref(), pr.lse1 = lse1.ref(), pr.lse2 = lse2.ref(), pr.o = o.ref(), pr.lse = lse.ref();
+    pd.o1 = o1.dev(), pd.o2 = o2.dev(), pd.lse1 = lse1.dev(), pd.lse2 = lse2.dev(), pd.o = o.dev(), pd.lse = lse.dev();
+    ref->AttentionMerge(pr);
+    b->AttentionMerge(pd);
+    ExpectClose(o.Download(), o.host(), Tol<T>(), "AttentionMerge o");
+    const std::vector<T> got = lse.Download();
+    for (size_t i = 0; i < got.size(); ++i)
+      if (std::isinf(lse.host()[i])) {
+        EXPECT_EQ(got[i], lse.host()[i]) << "AttentionMerge lse " << i;
+      } else {
+        EXPECT_NEAR(got[i], lse.host()[i], Tol<T>() * (1 + std::fabs(lse.host()[i]))) << "AttentionMerge lse " << i;
+      }
+    // In place (o = o1, lse = lse1), as STRING runs it.
+    pr.o = pr.o1, pr.lse = pr.lse1, pd.o = pd.o1, pd.lse = pd.lse1;
+    ref->AttentionMerge(pr);
+    b->AttentionMerge(pd);
+    ExpectClose(o1.Download(), o1.host(), Tol<T>(), "AttentionMerge in place o");
+  }
+}
+
 template <class T>
 void CheckAllOps(Backend* b, Backend* ref, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -561,6 +641,10 @@ void CheckAllOps(Backend* b, Backend* ref, uint32_t seed) {
   {
     SCOPED_TRACE("attention");
     CheckAttention<T>(b, ref, rng);
+  }
+  {
+    SCOPED_TRACE("attention inference and merge");
+    CheckAttentionInference<T>(b, ref, rng);
   }
 }
 

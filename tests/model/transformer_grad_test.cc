@@ -1,7 +1,8 @@
 // Why: the whole model's backward pass is checked against central finite
 // differences in F64, for every attention kind (RoPE full, RoPE sliding window,
 // NoPE full), with packed documents (cu_seqlens), GQA, QK-norm, tied and untied
-// embeddings, and a loss mask. Every parameter tensor is probed.
+// embeddings, RoPER (all or part of the value dims rotated), and a loss mask.
+// Every parameter tensor is probed.
 #include <cmath>
 #include <random>
 #include <vector>
@@ -21,6 +22,8 @@ struct Case {
   bool qk_norm;
   bool tied;
   int kv_heads;
+  bool roper = false;
+  int roper_dim = 0;  // 0 = head_dim
 };
 
 ModelConfig TinyConfig(const Case& c) {
@@ -37,6 +40,8 @@ ModelConfig TinyConfig(const Case& c) {
   m.set_qk_norm(c.qk_norm);
   m.set_tie_embeddings(c.tied);
   m.set_rope_theta(100.0);  // small theta so rotations matter at short positions
+  m.set_roper(c.roper);
+  m.set_roper_dim(c.roper_dim);
   return m;
 }
 
@@ -132,7 +137,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"rnope_swa_1_1_mha", RNOPE_SWA, 2, false, true, 4},
                       Case{"nope_full_mqa", ALL_NOPE_FULL, 4, false, false, 1},
                       Case{"rnope_full_qknorm", RNOPE_FULL, 2, true, false, 2},
-                      Case{"rnope_swa_qknorm_tied", RNOPE_SWA, 4, true, true, 2}),
+                      Case{"rnope_swa_qknorm_tied", RNOPE_SWA, 4, true, true, 2},
+                      Case{"roper_rope_full", ALL_ROPE_FULL, 4, false, false, 2, true, 0},
+                      Case{"roper_dim2_rnope_swa_qknorm", RNOPE_SWA, 4, true, false, 2, true, 2},
+                      Case{"roper_dim2_rnope_full_mha_tied", RNOPE_FULL, 2, false, true, 4, true, 2}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 // The same model in F32 and F64 gives the same loss and gradients to F32

@@ -124,4 +124,43 @@ void NaiveAttentionBackward(const NaiveAttentionShape& s, const double* q, const
   }
 }
 
+void NaiveAttentionForwardInference(const NaiveInferenceShape& s, const double* q, const double* k,
+                                    const double* v, double* o, double* lse) {
+  const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
+  const double scale = s.scale > 0 ? s.scale : 1.0 / std::sqrt(static_cast<double>(d));
+  for (size_t seg = 0; seg + 1 < s.cu_q.size(); ++seg) {
+    const int64_t qb = s.cu_q[seg], lq = s.cu_q[seg + 1] - qb;
+    const int64_t kb = s.cu_k[seg], lk = s.cu_k[seg + 1] - kb;
+    for (int64_t r = 0; r < lq; ++r) {
+      const int64_t i = lk - lq + r;  // key index of the query within the segment
+      std::vector<int64_t> visible;
+      for (int64_t j = 0; j < lk; ++j)
+        if (j <= i - s.offset && (s.window == 0 || j > i - s.window)) visible.push_back(j);
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t g = h / group;
+        const double* qr = q + ((qb + r) * s.heads + h) * d;
+        double* orow = o + ((qb + r) * s.heads + h) * d;
+        std::vector<double> sc;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j : visible) {
+          const double* kr = k + ((kb + j) * s.kv_heads + g) * d;
+          double dot = 0;
+          for (int64_t x = 0; x < d; ++x) dot += qr[x] * kr[x];
+          sc.push_back(scale * dot);
+          mx = std::max(mx, sc.back());
+        }
+        double sum = 0;
+        for (double e : sc) sum += std::exp(e - mx);
+        for (int64_t x = 0; x < d; ++x) {
+          double acc = 0;
+          for (size_t t = 0; t < visible.size(); ++t)
+            acc += std::exp(sc[t] - mx) / sum * v[((kb + visible[t]) * s.kv_heads + g) * d + x];
+          orow[x] = visible.empty() ? 0.0 : acc;
+        }
+        lse[h * s.nq + qb + r] = visible.empty() ? -std::numeric_limits<double>::infinity() : mx + std::log(sum);
+      }
+    }
+  }
+}
+
 }  // namespace longctx::testing

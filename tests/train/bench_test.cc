@@ -69,5 +69,60 @@ TEST(BenchTest, RejectsBadStepCount) {
   EXPECT_NE(r.output.find("--steps"), std::string::npos) << r.output;
 }
 
+TEST(BenchTest, Bf16PrecisionIsReportedWithItsPath) {
+  const auto r = RunCommand(absl::StrCat(LongctxBinary(), " bench --config ",
+                                         SourcePath("configs/tiny-test.textproto"),
+                                         " --steps=1 --warmup=0 --threads=1 --precision=bf16"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = LastJsonLine(r.output);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_EQ(j.value("precision", ""), "bf16");
+  const std::string path = j.value("matmul_path", "");
+  EXPECT_TRUE(path.rfind("rounded-sgemm", 0) == 0 || path.rfind("onednn", 0) == 0) << path;
+  EXPECT_TRUE(std::isfinite(j.value("last_loss", NAN)));
+}
+
+TEST(BenchTest, RejectsUnknownBf16GemmPathAndPeer) {
+  const std::string base = absl::StrCat(LongctxBinary(), " bench --config ", SourcePath("configs/tiny-test.textproto"),
+                                        " --steps=1 --warmup=0");
+  auto r = RunCommand(base + " --bf16_gemm=fast");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--bf16_gemm"), std::string::npos) << r.output;
+  r = RunCommand(base + " --peer=jax");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--peer"), std::string::npos) << r.output;
+}
+
+// `bench attention` on tiny lengths: one JSON line per (kind, L), then a
+// summary. The bytes the attention op holds are exactly linear in L (q, k, v,
+// o, lse and gradients are all [L, ...]), so bytes per token are equal at
+// every L; ms per token is only checked to be positive (no timing thresholds).
+TEST(BenchTest, AttentionModeReportsLinearBytesPerLength) {
+  const auto r = RunCommand(absl::StrCat(LongctxBinary(), " bench attention --config ",
+                                         SourcePath("configs/tiny-test.textproto"),
+                                         " --lengths=64,128,256 --window=16 --kinds=swa,full --repeats=1 --threads=1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<nlohmann::json> rows;
+  nlohmann::json summary;
+  for (absl::string_view line : absl::StrSplit(r.output, '\n', absl::SkipWhitespace())) {
+    if (line.empty() || line[0] != '{') continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << line;
+    if (j.value("bench", "") == "attention") rows.push_back(j);
+    if (j.value("bench", "") == "attention-summary") summary = j;
+  }
+  ASSERT_EQ(rows.size(), 6u) << r.output;
+  ASSERT_TRUE(summary.is_object()) << r.output;
+  for (const nlohmann::json& j : rows) {
+    EXPECT_GT(j.value("attn_ms_per_token", 0.0), 0) << j.dump();
+    EXPECT_GT(j.value("layer_ms_per_token", 0.0), 0) << j.dump();
+    EXPECT_DOUBLE_EQ(j.value("attn_bytes_per_token", 0.0), rows[0].value("attn_bytes_per_token", -1.0)) << j.dump();
+    EXPECT_EQ(j.value("window", -1), j.value("kind", "") == "swa" ? 16 : 0);
+  }
+  // The 1-layer model's activation arena is linear in L too.
+  EXPECT_DOUBLE_EQ(rows[1].value("layer_activation_bytes", 0.0), 2 * rows[0].value("layer_activation_bytes", 0.0));
+  EXPECT_DOUBLE_EQ(summary["swa"]["attn_bytes_per_token_spread"]["max_ratio_to_first"].get<double>(), 1.0);
+}
+
 }  // namespace
 }  // namespace longctx

@@ -1,0 +1,147 @@
+// Why: see gemm_bf16.h. This file owns the choice of path and the rounding
+// copies; the oneDNN call itself lives in gemm_onednn.cc.
+#include "kernels/cpu/gemm_bf16.h"
+
+#include <cblas.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/log.h"
+#include "kernels/math/bf16.h"
+
+namespace longctx::cpu {
+namespace {
+
+Bf16GemmPath ChoosePath() {
+  const char* env = std::getenv("LONGCTX_BF16_GEMM");
+  if (env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v == "onednn") {
+      CHECK(OneDnnBf16Available()) << "LONGCTX_BF16_GEMM=onednn: oneDNN has no bf16 matmul on this CPU (ISA "
+                                   << OneDnnCpuIsaName() << "); unset it or use sgemm";
+      return Bf16GemmPath::kOneDnn;
+    }
+    if (v == "sgemm" || v == "rounded-sgemm") return Bf16GemmPath::kRoundedSgemm;
+    LOG(FATAL) << "LONGCTX_BF16_GEMM=" << v << ": expected onednn or sgemm";
+  }
+  return CpuHasBf16DotProducts() && OneDnnBf16Available() ? Bf16GemmPath::kOneDnn : Bf16GemmPath::kRoundedSgemm;
+}
+
+// Rows of `rows` x `cols` elements are independent: threads split rows when
+// the copy is large enough to be worth waking them.
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+
+void RoundRowsToF32(const Tensor& src, float* dst) {
+  const int64_t rows = src.shape[0], cols = src.shape[1], ld = src.stride0();
+  const float* s = src.as<const float>();
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = s + r * ld;
+    float* out = dst + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) out[c] = math::RoundToBf16(in[c]);
+  }
+}
+
+void RoundRowsToBf16(const Tensor& src, uint16_t* dst) {
+  const int64_t rows = src.shape[0], cols = src.shape[1], ld = src.stride0();
+  const float* s = src.as<const float>();
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = s + r * ld;
+    uint16_t* out = dst + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) out[c] = math::F32ToBf16Bits(in[c]);
+  }
+}
+
+}  // namespace
+
+namespace {
+std::atomic<int> g_path_override{-1};  // -1 = automatic, else a Bf16GemmPath
+}  // namespace
+
+Bf16GemmPath DefaultBf16GemmPath() {
+  const int forced = g_path_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<Bf16GemmPath>(forced);
+  static const Bf16GemmPath path = ChoosePath();
+  return path;
+}
+
+absl::Status SetBf16GemmPath(std::optional<Bf16GemmPath> path) {
+  if (path == Bf16GemmPath::kOneDnn && !OneDnnBf16Available())
+    return absl::FailedPreconditionError("bf16 GEMM path onednn: oneDNN has no bf16 matmul on this CPU (ISA " +
+                                         OneDnnCpuIsaName() + ")");
+  g_path_override.store(path ? static_cast<int>(*path) : -1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+const char* Bf16GemmPathName(Bf16GemmPath path) {
+  return path == Bf16GemmPath::kOneDnn ? "onednn" : "rounded-sgemm";
+}
+
+std::string Bf16GemmDescription() {
+  const Bf16GemmPath path = DefaultBf16GemmPath();
+  const char* env = std::getenv("LONGCTX_BF16_GEMM");
+  const bool forced = g_path_override.load() >= 0 || (env != nullptr && *env != '\0');
+  std::string why = forced ? "chosen explicitly"
+                    : CpuHasBf16DotProducts() ? "CPU has bf16 dot products"
+                                              : "CPU lacks avx512_bf16/AMX";
+  const char* what = path == Bf16GemmPath::kOneDnn ? "bf16 operands, oneDNN matmul"
+                                                   : "operands rounded to bf16, OpenBLAS sgemm";
+  std::string impls = OneDnnImplsUsed();
+  return std::string(Bf16GemmPathName(path)) + " (" + what + "; " + why + "; oneDNN ISA " + OneDnnCpuIsaName() +
+         (OneDnnBf16Available() ? "" : ", no oneDNN bf16 matmul here") +
+         (impls.empty() ? "" : "; oneDNN kernels " + impls) + ")";
+}
+
+void Bf16Scratch::Free::operator()(void* p) const { std::free(p); }
+
+void* Bf16Scratch::Reserve(size_t bytes) {
+  if (bytes > bytes_) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    CHECK(p != nullptr) << "bf16 operand scratch: allocation of " << rounded << " bytes failed";
+    p_.reset(p);
+    bytes_ = rounded;
+  }
+  return p_.get();
+}
+
+Tensor PrepareBf16Operand(const Tensor& src, Bf16GemmPath path, Bf16Scratch* scratch) {
+  CHECK(src.dtype == DType::kF32 && src.ndim == 2) << "PrepareBf16Operand: want F32 2-D, got " << src.DebugString();
+  const int64_t rows = src.shape[0], cols = src.shape[1];
+  const DType dtype = path == Bf16GemmPath::kOneDnn ? DType::kBF16 : DType::kF32;
+  void* dst = scratch->Reserve(static_cast<size_t>(rows * cols) * DTypeSize(dtype) + 1);
+  if (path == Bf16GemmPath::kOneDnn) {
+    RoundRowsToBf16(src, static_cast<uint16_t*>(dst));
+  } else {
+    RoundRowsToF32(src, static_cast<float*>(dst));
+  }
+  return Tensor(dst, dtype, {rows, cols}, src.device);
+}
+
+void GemmBf16Prepared(const GemmParams& p) {
+  CHECK(p.a.dtype == p.b.dtype && p.c.dtype == DType::kF32 &&
+        (p.a.dtype == DType::kF32 || p.a.dtype == DType::kBF16))
+      << "GemmBf16Prepared: a " << p.a.DebugString() << " b " << p.b.DebugString() << " c " << p.c.DebugString();
+  if (p.a.dtype == DType::kBF16) {
+    OneDnnGemmBf16(p);
+  } else {
+    Gemm(p);  // F32 operands that hold bf16 values: plain sgemm
+  }
+}
+
+void GemmBf16(const GemmParams& p, Bf16GemmPath path) {
+  thread_local Bf16Scratch a_scratch, b_scratch;
+  GemmParams q = p;
+  q.a = PrepareBf16Operand(p.a, path, &a_scratch);
+  q.b = PrepareBf16Operand(p.b, path, &b_scratch);
+  GemmBf16Prepared(q);
+}
+
+}  // namespace longctx::cpu

@@ -1,0 +1,297 @@
+// Why: MatmulPrecision::kBF16 promises "bf16 operands (round to nearest even),
+// fp32 accumulation" on whichever path the CPU takes. These tests hold every
+// path that can run here to a naive product computed in double on the
+// bf16-rounded inputs: fresh random inputs, all four transpose combinations,
+// odd sizes, strided views, alpha/beta, beta = 0 overwriting NaN. The oneDNN
+// path runs where oneDNN offers bf16 matmuls (avx512_core and up); elsewhere
+// (AVX2) its tests are skipped with the CPU's ISA named, never passed silently.
+// They also check that rounding really happens (the result differs from the
+// fp32 product by far more than the tolerance), that the rounding is the same
+// bit pattern as the safetensors writer's, and the LM-head loss in bf16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/math/bf16.h"
+#include "tests/support/finite_diff.h"
+#include "train/safetensors.h"
+
+namespace longctx {
+namespace cpu {
+void PrintTo(Bf16GemmPath p, std::ostream* os) { *os << Bf16GemmPathName(p); }
+}  // namespace cpu
+namespace {
+
+using cpu::Bf16GemmPath;
+
+const Bf16GemmPath kPaths[] = {Bf16GemmPath::kRoundedSgemm, Bf16GemmPath::kOneDnn};
+
+bool Runnable(Bf16GemmPath path) { return path != Bf16GemmPath::kOneDnn || cpu::OneDnnBf16Available(); }
+
+#define SKIP_IF_NOT_RUNNABLE(path)                                                                  \
+  if (!Runnable(path))                                                                              \
+  GTEST_SKIP() << "oneDNN offers no bf16 matmul on this CPU (ISA " << cpu::OneDnnCpuIsaName()       \
+               << "; oneDNN 2.6 needs avx512_core); the rounded-sgemm path is what runs here"
+
+class GemmBf16PathTest : public ::testing::TestWithParam<Bf16GemmPath> {};
+
+TEST(Bf16RoundingTest, NearestEvenAndSpecials) {
+  EXPECT_EQ(math::F32ToBf16Bits(1.0f), 0x3F80);
+  EXPECT_EQ(math::F32ToBf16Bits(1.0f + 0x1p-8f), 0x3F80);             // tie, even stays
+  EXPECT_EQ(math::F32ToBf16Bits(1.0f + 3 * 0x1p-8f), 0x3F82);         // tie, odd rounds up
+  EXPECT_EQ(math::F32ToBf16Bits(1.0f + 0x1p-8f + 0x1p-20f), 0x3F81);  // above the tie
+  EXPECT_EQ(math::F32ToBf16Bits(-2.5f), 0xC020);
+  EXPECT_EQ(math::F32ToBf16Bits(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_EQ(math::F32ToBf16Bits(std::numeric_limits<float>::max()), 0x7F80);  // overflow rounds to inf
+  EXPECT_TRUE(std::isnan(math::RoundToBf16(std::numeric_limits<float>::quiet_NaN())));
+  // A NaN whose payload sits only in the low 16 bits must stay a NaN.
+  uint32_t low_nan_bits = 0x7F800001u;
+  float low_nan;
+  std::memcpy(&low_nan, &low_nan_bits, 4);
+  EXPECT_TRUE(std::isnan(math::RoundToBf16(low_nan)));
+}
+
+TEST(Bf16RoundingTest, SameBitsAsSafetensorsWriterOnRandomPatterns) {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000000; ++i) {
+    const uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    ASSERT_EQ(math::F32ToBf16Bits(f), F32ToBF16Bits(f)) << std::hex << u;
+    if (!std::isnan(f)) {  // the rounding is one of the two neighbours, the nearer
+      const float r = math::RoundToBf16(f);
+      uint32_t down_bits = u & 0xFFFF0000u, up_bits = down_bits + 0x10000u;
+      float down, up;
+      std::memcpy(&down, &down_bits, 4);
+      std::memcpy(&up, &up_bits, 4);
+      if (std::isfinite(r) && std::isfinite(up)) {
+        ASSERT_LE(std::fabs(static_cast<double>(r) - f), std::fabs(static_cast<double>(up) - f) + 0.0) << f;
+        ASSERT_LE(std::fabs(static_cast<double>(r) - f), std::fabs(static_cast<double>(down) - f) + 0.0) << f;
+      }
+    }
+  }
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  double alpha, beta;
+  int64_t pad;  // extra columns right of each operand (0 = dense)
+};
+
+// [rows, cols] view at column 1 of a [rows, cols + pad] buffer (dense when pad = 0).
+Tensor View(std::vector<float>& buf, int64_t rows, int64_t cols, int64_t pad) {
+  Tensor full(buf.data(), DType::kF32, {rows, cols + pad});
+  return pad == 0 ? full : full.Cols(1, 1 + cols);
+}
+
+// Runs one case on `path` (or on cpu::Gemm at kBF16 when use_dispatch) and
+// checks it against double sums of bf16-rounded inputs. Returns the largest
+// |result - fp32-input reference| / scale, to show rounding happened.
+double RunCase(const Case& c, Bf16GemmPath path, bool use_dispatch, uint64_t seed) {
+  const int64_t ar = c.ta ? c.k : c.m, ac = c.ta ? c.m : c.k;
+  const int64_t br = c.tb ? c.n : c.k, bc = c.tb ? c.k : c.n;
+  const int64_t off = c.pad > 0 ? 1 : 0;
+  auto random = [](int64_t n, uint64_t s) {
+    std::vector<double> d = test::RandomUniform(n, s);
+    return std::vector<float>(d.begin(), d.end());
+  };
+  std::vector<float> a = random(ar * (ac + c.pad), seed), b = random(br * (bc + c.pad), seed + 1);
+  std::vector<float> cbuf = random(c.m * (c.n + c.pad), seed + 2);
+  if (c.beta == 0.0)
+    for (int64_t i = 0; i < c.m; ++i) cbuf[i * (c.n + c.pad) + off] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> c0 = cbuf, a0 = a, b0 = b;
+
+  GemmParams p;
+  p.a = View(a, ar, ac, c.pad);
+  p.b = View(b, br, bc, c.pad);
+  p.c = View(cbuf, c.m, c.n, c.pad);
+  p.trans_a = c.ta;
+  p.trans_b = c.tb;
+  p.alpha = c.alpha;
+  p.beta = c.beta;
+  EXPECT_TRUE(p.Validate().ok()) << p.Validate();
+  if (use_dispatch) {
+    cpu::Gemm(p, MatmulPrecision::kBF16);
+  } else {
+    cpu::GemmBf16(p, path);
+  }
+  EXPECT_EQ(a, a0) << "A was modified";
+  EXPECT_EQ(b, b0) << "B was modified";
+
+  const int64_t lda = ac + c.pad, ldb = bc + c.pad, ldc = c.n + c.pad;
+  auto A = [&](int64_t i, int64_t l) { return c.ta ? a[l * lda + off + i] : a[i * lda + off + l]; };
+  auto B = [&](int64_t l, int64_t j) { return c.tb ? b[j * ldb + off + l] : b[l * ldb + off + j]; };
+  double worst_vs_fp32 = 0;
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n + c.pad; ++j) {
+      const float got = cbuf[i * ldc + j];
+      if (j < off || j >= off + c.n) {
+        EXPECT_EQ(got, c0[i * ldc + j]) << "gap column " << j << " of row " << i << " was written";
+        continue;
+      }
+      double s = 0, s_fp32 = 0, scale = 0;
+      for (int64_t l = 0; l < c.k; ++l) {
+        const double ra = math::RoundToBf16(A(i, l)), rb = math::RoundToBf16(B(l, j - off));
+        s += ra * rb;
+        s_fp32 += static_cast<double>(A(i, l)) * B(l, j - off);
+        scale += std::fabs(ra * rb);
+      }
+      const double cold = c.beta == 0.0 ? 0.0 : c.beta * c0[i * ldc + j];
+      const double want = c.alpha * s + cold;
+      const double norm = std::fabs(c.alpha) * scale + std::fabs(cold) + 1e-30;
+      // fp32 accumulation of exact bf16 products: error ~ k * 2^-24 relative to
+      // sum |a b|; 1e-5 covers k up to a few hundred with margin.
+      EXPECT_NEAR(got, want, 1e-5 * norm) << "C[" << i << "," << j - off << "] " << c.m << "x" << c.n << "x" << c.k
+                                          << (c.ta ? " A^T" : "") << (c.tb ? " B^T" : "");
+      worst_vs_fp32 = std::max(worst_vs_fp32, std::fabs(got - (c.alpha * s_fp32 + cold)) / norm);
+    }
+  }
+  return worst_vs_fp32;
+}
+
+const Case kCases[] = {
+    {1, 1, 1, false, false, 1.0, 0.0, 0},
+    {37, 29, 53, false, false, 1.0, 0.0, 0},
+    {37, 29, 53, false, true, 1.0, 0.0, 3},
+    {37, 29, 53, true, false, -0.5, 1.0, 2},
+    {37, 29, 53, true, true, 2.0, 0.5, 0},
+    {130, 71, 257, false, true, 1.0, 1.0, 5},
+    {65, 131, 96, true, false, 1.0, 0.0, 0},
+    {7, 300, 33, true, true, 0.75, 0.0, 1},
+    {200, 3, 129, false, false, 1.0, -1.0, 4},
+};
+
+TEST_P(GemmBf16PathTest, MatchesDoubleOnRoundedInputs) {
+  const Bf16GemmPath path = GetParam();
+  SKIP_IF_NOT_RUNNABLE(path);
+  uint64_t seed = 100;
+  double worst_vs_fp32 = 0;
+  for (const Case& c : kCases) {
+    worst_vs_fp32 = std::max(worst_vs_fp32, RunCase(c, path, /*use_dispatch=*/false, seed));
+    seed += 10;
+  }
+  // Rounding really happened: bf16 inputs move the result by ~2^-9 of the
+  // scale somewhere, far beyond the 1e-5 accumulation tolerance.
+  EXPECT_GT(worst_vs_fp32, 1e-4) << "result looks like an fp32 product";
+}
+
+TEST(GemmBf16Test, DispatchAtBf16PrecisionUsesTheDefaultPath) {
+  std::printf("bf16 GEMM here: %s\n", cpu::Bf16GemmDescription().c_str());
+  uint64_t seed = 900;
+  for (const Case& c : kCases) RunCase(c, cpu::DefaultBf16GemmPath(), /*use_dispatch=*/true, seed += 10);
+  // And the override API switches it, or refuses a path that cannot run here.
+  for (Bf16GemmPath path : kPaths) {
+    const absl::Status st = cpu::SetBf16GemmPath(path);
+    if (Runnable(path)) {
+      ASSERT_TRUE(st.ok()) << st;
+      EXPECT_EQ(cpu::DefaultBf16GemmPath(), path);
+    } else {
+      EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+      EXPECT_NE(cpu::DefaultBf16GemmPath(), path);
+    }
+  }
+  ASSERT_TRUE(cpu::SetBf16GemmPath(std::nullopt).ok());
+  // The automatic choice never picks a path that cannot run.
+  EXPECT_TRUE(Runnable(cpu::DefaultBf16GemmPath()));
+}
+
+TEST(GemmBf16Test, F64StaysExactAtBf16Precision) {
+  std::vector<double> a = test::RandomUniform(6, 1), b = test::RandomUniform(6, 2), c(4, 0.0);
+  GemmParams p;
+  p.a = Tensor(a.data(), DType::kF64, {2, 3});
+  p.b = Tensor(b.data(), DType::kF64, {3, 2});
+  p.c = Tensor(c.data(), DType::kF64, {2, 2});
+  cpu::Gemm(p, MatmulPrecision::kBF16);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      double s = 0;
+      for (int l = 0; l < 3; ++l) s += a[i * 3 + l] * b[l * 2 + j];
+      EXPECT_NEAR(c[i * 2 + j], s, 1e-15);
+    }
+}
+
+// LM-head loss at kBF16 on each path: the loss equals the double-precision
+// loss of the bf16-rounded x and W (the forward products are exact-input
+// products); dx and dW match the double reference to bf16 accuracy (dlogits
+// are rounded too).
+TEST_P(GemmBf16PathTest, LmHeadLoss) {
+  const Bf16GemmPath path = GetParam();
+  SKIP_IF_NOT_RUNNABLE(path);
+  const int64_t n = 300, d = 24, vocab = 97;  // n > chunk: several chunks
+  std::vector<double> xd = test::RandomUniform(n * d, 5), wd = test::RandomUniform(vocab * d, 6);
+  std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end());
+  std::vector<int32_t> targets(n);
+  std::mt19937 rng(3);
+  for (int64_t t = 0; t < n; ++t) targets[t] = t % 11 == 0 ? -1 : static_cast<int32_t>(rng() % vocab);
+
+  // Double reference on rounded inputs.
+  std::vector<double> xr(n * d), wr(vocab * d);
+  for (int64_t i = 0; i < n * d; ++i) xr[i] = math::RoundToBf16(x[i]);
+  for (int64_t i = 0; i < vocab * d; ++i) wr[i] = math::RoundToBf16(w[i]);
+  std::vector<double> dx_ref(n * d, 0.0), dw_ref(vocab * d, 0.0);
+  std::vector<double> dx_abs(n * d, 0.0), dw_abs(vocab * d, 0.0);  // sums of |terms|: error scales
+  double loss_ref = 0;
+  const double grad_scale = 0.01;
+  for (int64_t t = 0; t < n; ++t) {
+    if (targets[t] < 0) continue;
+    std::vector<double> logit(vocab);
+    double mx = -1e300;
+    for (int64_t v = 0; v < vocab; ++v) {
+      double s = 0;
+      for (int64_t j = 0; j < d; ++j) s += xr[t * d + j] * wr[v * d + j];
+      logit[v] = s;
+      mx = std::max(mx, s);
+    }
+    double sum = 0;
+    for (double l : logit) sum += std::exp(l - mx);
+    loss_ref += mx + std::log(sum) - logit[targets[t]];
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double g = grad_scale * (std::exp(logit[v] - mx) / sum - (v == targets[t] ? 1.0 : 0.0));
+      for (int64_t j = 0; j < d; ++j) {
+        dx_ref[t * d + j] += g * wr[v * d + j];
+        dw_ref[v * d + j] += g * xr[t * d + j];
+        dx_abs[t * d + j] += std::fabs(g * wr[v * d + j]);
+        dw_abs[v * d + j] += std::fabs(g * xr[t * d + j]);
+      }
+    }
+  }
+
+  {
+    ASSERT_TRUE(cpu::SetBf16GemmPath(path).ok());
+    std::vector<float> dx(n * d, std::numeric_limits<float>::quiet_NaN()), dw(vocab * d, 0.0f);
+    LmHeadLossParams p;
+    p.x = Tensor(x.data(), DType::kF32, {n, d});
+    p.weight = Tensor(w.data(), DType::kF32, {vocab, d});
+    p.targets = Tensor(targets.data(), DType::kI32, {n});
+    p.dx = Tensor(dx.data(), DType::kF32, {n, d});
+    p.dweight = Tensor(dw.data(), DType::kF32, {vocab, d});
+    p.grad_scale = grad_scale;
+    p.chunk_tokens = 128;
+    ASSERT_TRUE(p.Validate().ok());
+    const double loss = cpu::LmHeadLoss(p, MatmulPrecision::kBF16);
+    EXPECT_NEAR(loss, loss_ref, 1e-5 * std::fabs(loss_ref));
+    // dlogits are rounded to bf16 (relative error <= 2^-9) before the backward
+    // products: each term moves by at most that, plus fp32 noise.
+    for (int64_t i = 0; i < n * d; ++i) ASSERT_NEAR(dx[i], dx_ref[i], 2.5e-3 * dx_abs[i] + 1e-7) << "dx " << i;
+    for (int64_t i = 0; i < vocab * d; ++i) ASSERT_NEAR(dw[i], dw_ref[i], 2.5e-3 * dw_abs[i] + 1e-7) << "dW " << i;
+  }
+  ASSERT_TRUE(cpu::SetBf16GemmPath(std::nullopt).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16PathTest, ::testing::ValuesIn(kPaths),
+                         [](const ::testing::TestParamInfo<Bf16GemmPath>& info) {
+                           return info.param == Bf16GemmPath::kOneDnn ? std::string("OneDnn")
+                                                                      : std::string("RoundedSgemm");
+                         });
+
+}  // namespace
+}  // namespace longctx

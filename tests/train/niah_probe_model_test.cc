@@ -1,0 +1,120 @@
+// Why: the probe's real model adapter (train/niah_probe_model.h) must report
+// what the model computes: its teacher-forced answer losses equal
+// −log softmax of the inference engine's all-position logits at the answer
+// positions (two different code paths: training forward vs KV-cache prefill),
+// and its greedy continuation is the argmax chain of a fresh prefill over the
+// growing sequence, stopping at the stop id. Random, perturbed weights.
+#include "train/niah_probe_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "model/config.h"
+#include "model/inference.h"
+
+namespace longctx {
+namespace {
+
+class NiahProbeModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ModelConfig m;
+    m.set_vocab_size(37);
+    m.set_hidden_size(32);
+    m.set_num_layers(4);
+    m.set_num_heads(4);
+    m.set_num_kv_heads(2);
+    m.set_ffn_hidden_size(48);
+    m.set_layer_pattern(RNOPE_SWA);
+    m.set_pattern_group(2);
+    m.set_sliding_window(6);
+    m.set_rope_theta(40.0);
+    absl::StatusOr<ModelDims> dims = ResolveModelConfig(m);
+    ASSERT_TRUE(dims.ok()) << dims.status();
+    absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu");
+    ASSERT_TRUE(be.ok());
+    backend_ = std::move(*be);
+    model_ = std::make_unique<Transformer>(*dims, backend_.get(), DType::kF32);
+    model_->InitParams(3);
+    std::mt19937 rng(4);
+    std::normal_distribution<float> noise(0.f, 0.3f);
+    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
+      float* p = model_->params().buffer(b).as<float>();
+      for (int64_t i = 0; i < model_->layout().buffer_size(b); ++i) p[i] += noise(rng);
+    }
+    std::uniform_int_distribution<int32_t> id(0, 36);
+    for (int i = 0; i < 23; ++i) prompt_.push_back(id(rng));
+    for (int i = 0; i < 7; ++i) answer_.push_back(id(rng));
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Transformer> model_;
+  std::vector<int32_t> prompt_, answer_;
+};
+
+TEST_F(NiahProbeModelTest, AnswerLossesMatchTheEnginesLogits) {
+  absl::StatusOr<std::unique_ptr<TransformerProbeModel>> pm = TransformerProbeModel::Create(model_.get());
+  ASSERT_TRUE(pm.ok()) << pm.status();
+  absl::StatusOr<std::vector<double>> losses = (*pm)->AnswerTokenLosses(prompt_, answer_);
+  ASSERT_TRUE(losses.ok()) << losses.status();
+  ASSERT_EQ(losses->size(), answer_.size());
+
+  absl::StatusOr<std::unique_ptr<InferenceEngine>> engine = InferenceEngine::Create(model_.get(), {});
+  ASSERT_TRUE(engine.ok());
+  std::vector<int32_t> seq = prompt_;
+  seq.insert(seq.end(), answer_.begin(), answer_.end());
+  std::vector<float> logits;
+  ASSERT_TRUE((*engine)->Prefill(seq, &logits).ok());
+  const int64_t V = 37, P = static_cast<int64_t>(prompt_.size());
+  double worst = 0;
+  for (size_t i = 0; i < answer_.size(); ++i) {
+    const float* row = logits.data() + (P - 1 + static_cast<int64_t>(i)) * V;
+    double mx = row[0];
+    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    double z = 0;
+    for (int64_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
+    const double want = -(row[answer_[i]] - mx - std::log(z));
+    EXPECT_GT(want, 0.05);  // weights are far from trivial
+    worst = std::max(worst, std::fabs((*losses)[i] - want));
+  }
+  std::printf("worst |answer loss - engine NLL| = %.3g\n", worst);
+  EXPECT_LT(worst, 2e-4);
+  // Same call again: same numbers (no state leaks between trials).
+  absl::StatusOr<std::vector<double>> again = (*pm)->AnswerTokenLosses(prompt_, answer_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *losses);
+}
+
+TEST_F(NiahProbeModelTest, GreedyIsTheArgmaxChainAndStopsAtTheStopId) {
+  absl::StatusOr<std::unique_ptr<TransformerProbeModel>> pm = TransformerProbeModel::Create(model_.get());
+  ASSERT_TRUE(pm.ok()) << pm.status();
+  absl::StatusOr<std::vector<int32_t>> got = (*pm)->Greedy(prompt_, 9, /*stop_id=*/-1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 9u);
+  // Reference: a fresh engine prefilled with the whole sequence so far, every step.
+  std::vector<int32_t> seq = prompt_;
+  for (int step = 0; step < 9; ++step) {
+    absl::StatusOr<std::unique_ptr<InferenceEngine>> e = InferenceEngine::Create(model_.get(), {});
+    ASSERT_TRUE(e.ok());
+    absl::StatusOr<std::vector<float>> l = (*e)->Prefill(seq);
+    ASSERT_TRUE(l.ok());
+    const int32_t best = static_cast<int32_t>(std::max_element(l->begin(), l->end()) - l->begin());
+    EXPECT_EQ((*got)[step], best) << "step " << step;
+    seq.push_back(best);
+  }
+  // A stop id that the chain produces ends it there, included.
+  const int32_t stop = (*got)[4];
+  const size_t first = std::find(got->begin(), got->end(), stop) - got->begin();
+  absl::StatusOr<std::vector<int32_t>> stopped = (*pm)->Greedy(prompt_, 9, stop);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(*stopped, std::vector<int32_t>(got->begin(), got->begin() + first + 1));
+  // Errors come back as statuses.
+  EXPECT_FALSE((*pm)->Greedy({}, 3, -1).ok());
+  EXPECT_FALSE((*pm)->AnswerTokenLosses(prompt_, {}).ok());
+  EXPECT_FALSE((*pm)->AnswerTokenLosses({99}, answer_).ok());
+}
+
+}  // namespace
+}  // namespace longctx

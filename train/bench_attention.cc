@@ -1,0 +1,284 @@
+// Why: the long-context claims ("a sliding-window layer costs the same per
+// token at 2K and at 32K", "attention memory grows linearly in L") are about
+// one layer as L grows, which a whole-model step at one T cannot show.
+// `longctx bench attention` times, for each kind (swa = RoPE sliding window,
+// full = RoPE full causal) and each L:
+//  (a) the attention op alone: AttentionForward + AttentionBackward of the
+//      backend on one L-token segment with the config's heads / kv heads /
+//      head dim, random q, k, v, dO; bytes = q, k, v, o, lse, dO, dq, dk, dv
+//      (what one layer's attention holds for its backward plus its gradients),
+//      and the resident memory the process gained while they were alive;
+//  (b) one whole transformer layer's training step: a 1-layer model of the
+//      config's shape (norms, q|k|v, RoPE, attention, o, SwiGLU MLP) with a
+//      260-token vocabulary so the embedding and LM head are negligible,
+//      ForwardBackward (no optimizer), and its activation arena.
+// Each figure is the median of --repeats runs after one warm-up.
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "kernels/backend.h"
+#include "kernels/log.h"
+#include "model/config.h"
+#include "model/plan.h"
+#include "model/transformer.h"
+#include "train/bench.h"
+#include "train/config_loader.h"
+#include "train/device_batch.h"
+#include "train/trainer.h"
+
+namespace longctx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int Fail(const absl::Status& st) {
+  std::fprintf(stderr, "longctx: error: %s\n", std::string(st.message()).c_str());
+  return 1;
+}
+
+double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Resident memory now (not the peak), MiB, from /proc/self/statm.
+double CurrentRssMb() {
+  std::ifstream f("/proc/self/statm");
+  long pages_total = 0, pages_resident = 0;
+  f >> pages_total >> pages_resident;
+  return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+// A backend tensor filled with uniform(-1, 1) (or zeros when seed == 0).
+struct Buffer {
+  DeviceBuffer mem;
+  Tensor t;
+  Buffer(Backend* be, std::initializer_list<int64_t> shape, DType dtype, uint64_t seed) {
+    Tensor shape_only(nullptr, dtype, shape, be->device());
+    mem = DeviceBuffer(be, shape_only.nbytes());
+    t = Tensor(mem.data(), dtype, shape, be->device());
+    if (dtype == DType::kF32) {
+      std::vector<float> host(static_cast<size_t>(t.numel()), 0.f);
+      if (seed != 0) {
+        std::mt19937 rng(static_cast<uint32_t>(seed));
+        std::uniform_real_distribution<float> u(-1.f, 1.f);
+        for (float& x : host) x = u(rng);
+      }
+      be->CopyFromHost(t, host.data());
+    }
+  }
+};
+
+struct AttentionResult {
+  double fwd_s = 0, bwd_s = 0, bytes = 0, rss_gain_mb = 0;
+};
+
+AttentionResult TimeAttentionOp(Backend* be, const ModelDims& d, int64_t L, int window, int repeats) {
+  const double rss0 = CurrentRssMb();
+  const int64_t H = d.heads, Hkv = d.kv_heads, hd = d.head_dim;
+  Buffer q(be, {L, H, hd}, DType::kF32, 11), k(be, {L, Hkv, hd}, DType::kF32, 12), v(be, {L, Hkv, hd}, DType::kF32, 13);
+  Buffer o(be, {L, H, hd}, DType::kF32, 0), lse(be, {H, L}, DType::kF32, 0), d_o(be, {L, H, hd}, DType::kF32, 14);
+  Buffer dq(be, {L, H, hd}, DType::kF32, 0), dk(be, {L, Hkv, hd}, DType::kF32, 0), dv(be, {L, Hkv, hd}, DType::kF32, 0);
+  Buffer cu(be, {2}, DType::kI32, 0);
+  const int32_t cu_host[2] = {0, static_cast<int32_t>(L)};
+  be->CopyFromHost(cu.t, cu_host);
+  AttentionParams p;
+  p.q = q.t; p.k = k.t; p.v = v.t; p.o = o.t; p.lse = lse.t; p.cu_seqlens = cu.t; p.window = window;
+  p.d_o = d_o.t; p.dq = dq.t; p.dk = dk.t; p.dv = dv.t;
+  std::vector<double> fwd, bwd;
+  for (int r = 0; r <= repeats; ++r) {  // r = 0 warms up, untimed
+    auto t0 = Clock::now();
+    be->AttentionForward(p);
+    be->Synchronize();
+    const double f = Seconds(t0);
+    t0 = Clock::now();
+    be->AttentionBackward(p);
+    be->Synchronize();
+    const double b = Seconds(t0);
+    if (r > 0) {
+      fwd.push_back(f);
+      bwd.push_back(b);
+    }
+  }
+  AttentionResult res;
+  res.fwd_s = Median(fwd);
+  res.bwd_s = Median(bwd);
+  for (const Buffer* b : {&q, &k, &v, &o, &lse, &d_o, &dq, &dk, &dv}) res.bytes += static_cast<double>(b->t.nbytes());
+  res.rss_gain_mb = CurrentRssMb() - rss0;
+  return res;
+}
+
+struct LayerResult {
+  double seconds = 0, activation_bytes = 0;
+};
+
+LayerResult TimeOneLayer(Backend* be, const ModelConfig& shape, AttentionKind kind, int window, int64_t L,
+                         int repeats, uint64_t seed) {
+  ModelConfig mc = shape;
+  mc.set_num_layers(1);
+  mc.set_vocab_size(260);
+  mc.set_tie_embeddings(false);
+  mc.set_layer_pattern(CUSTOM);
+  mc.clear_layer_kinds();
+  mc.add_layer_kinds(kind);
+  mc.set_sliding_window(window);
+  mc.set_max_position_embeddings(static_cast<int32_t>(std::max<int64_t>(L, mc.max_position_embeddings())));
+  absl::StatusOr<ModelDims> dims = ResolveModelConfig(mc);
+  CHECK(dims.ok()) << dims.status();
+  Transformer model(*dims, be, DType::kF32);
+  model.InitParams(seed);
+  const PackedBatch batch = SyntheticBatch(1, static_cast<int32_t>(L), dims->vocab, seed + 1);
+  DeviceBatch device(be);
+  const BatchTensors t = device.Upload(batch);
+  std::vector<double> s;
+  for (int r = 0; r <= repeats; ++r) {
+    model.grads().Zero();
+    const auto t0 = Clock::now();
+    model.ForwardBackward(t, 1.0 / static_cast<double>(L), /*backward=*/true);
+    be->Synchronize();
+    if (r > 0) s.push_back(Seconds(t0));
+  }
+  return {Median(s), static_cast<double>(model.activation_bytes())};
+}
+
+absl::Status ParseLengths(const std::string& text, std::vector<int64_t>* out) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 1)
+      return absl::InvalidArgumentError(absl::StrCat("--lengths: \"", std::string(part), "\" is not a length >= 1"));
+    out->push_back(v);
+  }
+  if (out->empty()) return absl::InvalidArgumentError("--lengths: empty");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunBenchAttentionCommand(const std::string& config_path, const std::vector<std::string>& overrides_in) {
+  std::vector<std::string> overrides = overrides_in;
+  std::string lengths_text = "2048,4096,8192,16384,32768", kinds_text = "swa";
+  int window = 1024, repeats = 3, max_full_len = 32768;
+  absl::Status st = TakeStringOverride(overrides, "lengths", &lengths_text);
+  if (st.ok()) st = TakeStringOverride(overrides, "kinds", &kinds_text);
+  if (st.ok()) st = TakeIntOverride(overrides, "window", 1, &window);
+  if (st.ok()) st = TakeIntOverride(overrides, "repeats", 1, &repeats);
+  if (st.ok()) st = TakeIntOverride(overrides, "max_full_len", 1, &max_full_len);
+  std::vector<int64_t> lengths;
+  if (st.ok()) st = ParseLengths(lengths_text, &lengths);
+  if (!st.ok()) return Fail(st);
+  std::vector<std::string> kinds = absl::StrSplit(kinds_text, ',', absl::SkipWhitespace());
+  for (const std::string& k : kinds)
+    if (k != "swa" && k != "full")
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--kinds: \"", k, "\" is not swa or full")));
+  if (config_path.empty()) return Fail(absl::InvalidArgumentError("--config is required"));
+  absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
+  if (!config.ok()) return Fail(config.status());
+  absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
+  if (!dims.ok()) return Fail(dims.status());
+  SetComputeThreads(config->threads());
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
+  if (!backend.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
+  if (absl::Status pst = ApplyPrecision(*config, backend->get()); !pst.ok()) return Fail(pst);
+  Backend* be = backend->get();
+  const int threads = omp_get_max_threads();
+  std::printf("bench attention: %s shape (hidden %d, heads %d / kv %d, head_dim %d, ffn %d), backend %s, threads %d\n",
+              dims->name.c_str(), dims->hidden, dims->heads, dims->kv_heads, dims->head_dim, dims->ffn,
+              be->name().c_str(), threads);
+  std::printf("  attention op = AttentionForward + AttentionBackward on one L-token segment; layer = 1-layer model\n"
+              "  ForwardBackward (vocab 260); ms/token = median of %d after 1 warm-up, divided by L\n",
+              repeats);
+  std::printf("  %-5s %7s %12s %12s %10s %12s %12s %12s %10s\n", "kind", "L", "attn ms/tok", "attn GFLOP/s",
+              "attn MiB", "attn B/tok", "layer ms/tok", "layer MiB", "RSS+ MiB");
+
+  nlohmann::ordered_json summary;
+  summary["system"] = "longctx";
+  summary["bench"] = "attention-summary";
+  summary["loadavg_start"] = LoadAverage();
+  for (const std::string& kind_name : kinds) {
+    const bool swa = kind_name == "swa";
+    const int w = swa ? window : 0;
+    std::vector<double> attn_per_tok, layer_per_tok, bytes_per_tok;
+    std::vector<int64_t> done;
+    for (int64_t L : lengths) {
+      if (!swa && L > max_full_len) continue;
+      const AttentionResult a = TimeAttentionOp(be, *dims, L, w, repeats);
+      const LayerResult layer = TimeOneLayer(be, config->model(), swa ? ROPE_SWA : ROPE_FULL, swa ? window : 0, L,
+                                             repeats, config->seed());
+      const double attn_s = a.fwd_s + a.bwd_s;
+      const double keys = MeanKeysPerQuery(L, w);
+      const double attn_flops = 12.0 * dims->heads * dims->head_dim * keys * static_cast<double>(L);
+      nlohmann::ordered_json j;
+      j["system"] = "longctx";
+      j["bench"] = "attention";
+      j["config"] = dims->name;
+      j["kind"] = kind_name;
+      j["seq_len"] = L;
+      j["window"] = w;
+      j["threads"] = threads;
+      j["repeats"] = repeats;
+      j["attn_fwd_ms"] = a.fwd_s * 1e3;
+      j["attn_bwd_ms"] = a.bwd_s * 1e3;
+      j["attn_ms_per_token"] = attn_s * 1e3 / static_cast<double>(L);
+      j["attn_flops"] = attn_flops;
+      j["attn_gflops"] = attn_flops / attn_s / 1e9;
+      j["attn_bytes"] = a.bytes;
+      j["attn_bytes_per_token"] = a.bytes / static_cast<double>(L);
+      j["attn_rss_gain_mb"] = a.rss_gain_mb;
+      j["layer_ms_per_token"] = layer.seconds * 1e3 / static_cast<double>(L);
+      j["layer_activation_bytes"] = layer.activation_bytes;
+      j["peak_rss_mb"] = PeakRssMb();
+      j["loadavg_end"] = LoadAverage();
+      std::printf("  %-5s %7lld %12.4f %12.1f %10.1f %12.0f %12.4f %12.1f %10.1f\n", kind_name.c_str(),
+                  static_cast<long long>(L), attn_s * 1e3 / static_cast<double>(L), attn_flops / attn_s / 1e9,
+                  a.bytes / (1024.0 * 1024.0), a.bytes / static_cast<double>(L),
+                  layer.seconds * 1e3 / static_cast<double>(L), layer.activation_bytes / (1024.0 * 1024.0),
+                  a.rss_gain_mb);
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      attn_per_tok.push_back(attn_s / static_cast<double>(L));
+      layer_per_tok.push_back(layer.seconds / static_cast<double>(L));
+      bytes_per_tok.push_back(a.bytes / static_cast<double>(L));
+      done.push_back(L);
+    }
+    if (done.empty()) continue;
+    // Spread relative to the shortest length: max and min of (per-token cost
+    // at L) / (per-token cost at the first L).
+    auto spread = [](const std::vector<double>& v) {
+      nlohmann::ordered_json s;
+      s["min_ratio_to_first"] = *std::min_element(v.begin(), v.end()) / v.front();
+      s["max_ratio_to_first"] = *std::max_element(v.begin(), v.end()) / v.front();
+      return s;
+    };
+    nlohmann::ordered_json k;
+    k["lengths"] = done;
+    k["window"] = w;
+    k["attn_ms_per_token_spread"] = spread(attn_per_tok);
+    k["layer_ms_per_token_spread"] = spread(layer_per_tok);
+    k["attn_bytes_per_token_spread"] = spread(bytes_per_tok);
+    summary[kind_name] = k;
+  }
+  summary["loadavg_end"] = LoadAverage();
+  std::printf("%s\n", summary.dump().c_str());
+  return 0;
+}
+
+}  // namespace longctx

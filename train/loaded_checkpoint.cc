@@ -1,0 +1,35 @@
+// Why: see loaded_checkpoint.h.
+#include "train/loaded_checkpoint.h"
+
+#include "absl/strings/str_cat.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace longctx {
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkpoint, const std::string& data) {
+  if (checkpoint.empty()) return absl::InvalidArgumentError("--checkpoint is required");
+  LoadedCheckpoint c;
+  absl::StatusOr<TrainConfig> config = LoadCheckpointConfig(checkpoint);
+  if (!config.ok()) return config.status();
+  c.config = std::move(*config);
+  if (!data.empty()) c.config.mutable_data()->set_path(data);
+  absl::StatusOr<ModelDims> dims = ResolveModelConfig(c.config.model());
+  if (!dims.ok()) return dims.status();
+  c.dims = *dims;
+  SetComputeThreads(c.config.threads());  // the trainer's thread count: bitwise-equal sums
+  absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(c.config);
+  if (!tokens.ok()) return tokens.status();
+  c.tokens = std::move(*tokens);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(c.config.backend());
+  if (!backend.ok()) return absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message()));
+  c.backend = std::move(*backend);
+  absl::Status st = ApplyPrecision(c.config, c.backend.get());  // as trained
+  if (!st.ok()) return st;
+  c.model = std::make_unique<Transformer>(c.dims, c.backend.get(), DType::kF32);
+  st = LoadModelWeights(checkpoint, c.model.get());
+  if (!st.ok()) return st;
+  return c;
+}
+
+}  // namespace longctx

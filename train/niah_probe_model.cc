@@ -1,0 +1,86 @@
+// Why: see niah_probe_model.h.
+#include "train/niah_probe_model.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "data/packer.h"
+#include "model/sampling.h"
+
+namespace longctx {
+
+TransformerProbeModel::TransformerProbeModel(Transformer* model, std::unique_ptr<InferenceEngine> engine)
+    : model_(model), engine_(std::move(engine)), device_batch_(model->backend()) {}
+
+absl::StatusOr<std::unique_ptr<TransformerProbeModel>> TransformerProbeModel::Create(Transformer* model,
+                                                                                     const EngineOptions& engine) {
+  absl::StatusOr<std::unique_ptr<InferenceEngine>> e = InferenceEngine::Create(model, engine);
+  if (!e.ok()) return e.status();
+  return std::unique_ptr<TransformerProbeModel>(new TransformerProbeModel(model, std::move(*e)));
+}
+
+TransformerProbeModel::~TransformerProbeModel() = default;
+
+absl::StatusOr<std::vector<double>> TransformerProbeModel::AnswerTokenLosses(const std::vector<int32_t>& prompt,
+                                                                             const std::vector<int32_t>& answer) {
+  if (prompt.empty() || answer.empty())
+    return absl::InvalidArgumentError(absl::StrCat("answer loss: prompt of ", prompt.size(), " and answer of ",
+                                                   answer.size(), " tokens; both must be non-empty"));
+  const int64_t P = static_cast<int64_t>(prompt.size()), A = static_cast<int64_t>(answer.size());
+  const int64_t n = P + A - 1;  // inputs: every token but the last answer token
+  const int64_t vocab = model_->dims().vocab;
+  PackedBatch b;
+  b.batch_size = 1;
+  b.seq_len = static_cast<int32_t>(n);
+  b.inputs.resize(n);
+  b.targets.assign(n, -1);
+  b.positions.resize(n);
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = t < P ? prompt[t] : answer[t - P];
+    if (id < 0 || id >= vocab) return absl::InvalidArgumentError(absl::StrCat("answer loss: token id ", id, " outside the vocabulary of ", vocab));
+    b.inputs[t] = id;
+    b.positions[t] = static_cast<int32_t>(t);
+    if (t >= P - 1) b.targets[t] = answer[t - (P - 1)];
+  }
+  b.cu_seqlens = {0, static_cast<int32_t>(n)};
+  b.max_seqlen = static_cast<int32_t>(n);
+  b.num_target_tokens = A;
+  Backend* be = model_->backend();
+  const bool f64 = model_->dtype() == DType::kF64;  // finite-difference test models
+  const size_t elem = f64 ? 8 : 4;
+  if (n > losses_capacity_) {
+    losses_ = DeviceBuffer(be, static_cast<size_t>(n) * elem);
+    losses_capacity_ = n;
+  }
+  const Tensor losses(losses_.data(), f64 ? DType::kF64 : DType::kF32, {n}, be->device());
+  BatchTensors t = device_batch_.Upload(b);
+  model_->ForwardBackward(t, 0.0, /*backward=*/false, &losses);
+  std::vector<double> out(A);
+  if (f64) {
+    std::vector<double> host(n);
+    be->CopyToHost(host.data(), losses);
+    std::copy(host.begin() + (P - 1), host.end(), out.begin());
+  } else {
+    std::vector<float> host(n);
+    be->CopyToHost(host.data(), losses);
+    std::copy(host.begin() + (P - 1), host.end(), out.begin());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int32_t>> TransformerProbeModel::Greedy(const std::vector<int32_t>& prompt,
+                                                                   int max_new_tokens, int32_t stop_id) {
+  engine_->Reset();
+  Sampler greedy(SamplingOptions{});  // temperature 0
+  std::vector<int32_t> out;
+  if (max_new_tokens <= 0) return out;
+  absl::StatusOr<std::vector<float>> logits = engine_->Prefill(prompt);
+  while (logits.ok()) {
+    out.push_back(greedy.Next(*logits));
+    if (out.back() == stop_id || static_cast<int>(out.size()) >= max_new_tokens) return out;
+    logits = engine_->Decode(out.back());
+  }
+  return logits.status();
+}
+
+}  // namespace longctx

@@ -1,0 +1,45 @@
+// Why: a probe result has three readers: the metrics JSONL stream (one compact
+// "kind": "probe" event beside the posfreq events), a JSON file with the
+// per-(length, depth) accuracy, and the paper's Figure 4 heatmap (x = length,
+// y = depth, colour = accuracy) drawn with train/png_plot. All three come from
+// here so they cannot disagree.
+#ifndef LONGCTX_TRAIN_NIAH_PROBE_REPORT_H_
+#define LONGCTX_TRAIN_NIAH_PROBE_REPORT_H_
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "train/niah_probe.h"
+
+namespace longctx {
+
+// {"format", "needles", "trials_per_length", "threshold", "depth_bins", "seed",
+//  "effective_length", "first_failing_length" (null: none failed),
+//  "trials_run", "seconds",
+//  "lengths": [{"length", "tested", "trials", "pass_rate", "answer_loss",
+//               "needle_accuracy", "mean_prompt_tokens",
+//               "depth_accuracy": [per bin; null where no needle fell]}],
+//  "trials": [{"length", "index", "numbers", "depths", "needle_offsets",
+//              "prompt_tokens", "found", "passed", "answer_loss", "generated"}]
+//  (only when kept)}.
+nlohmann::json ProbeResultToJson(const ProbeResult& result);
+
+// The compact metrics event: kind "probe", step, effective_length,
+// first_failing_length, and per tested length its pass_rate and answer_loss.
+nlohmann::json ProbeMetricsEvent(const ProbeResult& result, int64_t step);
+
+// Columns = tested lengths, rows = depth bins (0 % at the top), colour = the
+// share of needles in that bin found (grey: no needle fell there).
+absl::Status WriteProbeHeatmap(const ProbeResult& result, const std::string& title, const std::string& path);
+
+// Writes the JSON (pretty, one trailing newline) via path.tmp + rename.
+absl::Status WriteProbeJson(const ProbeResult& result, const std::string& path);
+
+// "eff len 384 | pass 1.00 1.00 0.40 0.00 | answer loss 0.12 0.30 1.90 2.20 (128..512)".
+std::string ProbeSummaryLine(const ProbeResult& result);
+
+}  // namespace longctx
+
+#endif  // LONGCTX_TRAIN_NIAH_PROBE_REPORT_H_
