@@ -65,6 +65,6 @@ if has swa16k; then
 fi
 if has tinyllama; then  # one step, no warm-up: peak RSS of a full AdamW step of 1.1B at T = 2048
   row tinyllama-1.1b "$BIN" bench --config configs/tinyllama-1.1b.textproto --data.seq_len=2048 \
-      --data.batch_size=1 --steps=1 --warmup=0 --threads="$THREADS"
+      --data.batch_size=1 --grad_accum=1 --steps=1 --warmup=0 --threads="$THREADS" --backend=cpu
 fi
 echo "run_benchmarks: JSON lines appended to $OUT" >&2

@@ -11,6 +11,10 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/str_split.h"
+#include "data/text_corpus.h"
+#include "data/byte_tokenizer.h"
+
 namespace longctx::testing {
 
 TempDir::TempDir() {
@@ -65,6 +69,29 @@ void WriteTextCorpus(const std::string& dir, int docs, int seed) {
     }
     WriteFile(dir + "/doc" + std::to_string(d) + ".txt", os.str() + "\n");
   }
+}
+
+absl::Status WriteByteTokenCorpus(const std::string& text_dir, const std::string& token_path, int docs, int seed) {
+  WriteTextCorpus(text_dir, docs, seed);
+  ByteTokenizer tok;
+  TextCorpusOptions opts;
+  opts.log_summary = false;
+  return BuildTokenFileFromText({text_dir}, tok, token_path, opts);
+}
+
+std::vector<nlohmann::json> MetricsEvents(const std::string& metrics_path, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  for (absl::string_view line : absl::StrSplit(ReadFile(metrics_path), '\n', absl::SkipEmpty())) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] == kind) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::map<int, double> TrainLosses(const std::string& metrics_path) {
+  std::map<int, double> out;
+  for (const nlohmann::json& j : MetricsEvents(metrics_path, "train")) out[j["step"].get<int>()] = j["loss"].get<double>();
+  return out;
 }
 
 std::string ReadFile(const std::string& path) {

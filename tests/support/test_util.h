@@ -3,8 +3,12 @@
 #ifndef LONGCTX_TESTS_SUPPORT_TEST_UTIL_H_
 #define LONGCTX_TESTS_SUPPORT_TEST_UTIL_H_
 
+#include <map>
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
 
 namespace longctx::testing {
 
@@ -33,6 +37,16 @@ std::string SourcePath(const std::string& relative);
 
 // Writes `docs` text files of varied English-like prose into dir (deterministic).
 void WriteTextCorpus(const std::string& dir, int docs, int seed);
+
+// WriteTextCorpus into text_dir, then tokenizes it with the byte tokenizer into
+// the token file token_path (what the integration tests train on).
+absl::Status WriteByteTokenCorpus(const std::string& text_dir, const std::string& token_path, int docs, int seed);
+
+// The records of one kind ("train", "eval", "probe", "posfreq", ...) of a
+// run's metrics.jsonl, in file order.
+std::vector<nlohmann::json> MetricsEvents(const std::string& metrics_path, const std::string& kind);
+// step -> loss of the "train" records (the last record of a step wins).
+std::map<int, double> TrainLosses(const std::string& metrics_path);
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& contents);

@@ -24,11 +24,7 @@ using ::longctx::testing::TempDir;
 class AnalyzeAttentionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::longctx::testing::WriteTextCorpus(tmp_ / "text", 120, 11);
-    ByteTokenizer tok;
-    TextCorpusOptions opts;
-    opts.log_summary = false;
-    ASSERT_TRUE(BuildTokenFileFromText({tmp_ / "text"}, tok, data_, opts).ok());
+    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 120, 11).ok());
     // tiny-test is RNoPE-SWA: layers 0-2 RoPE (window 8), layer 3 NoPE; 4 heads.
     auto r = RunCommand(absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
                                      " --data.path=", data_, " --out_dir=", run_, " --threads=1 --steps=20",

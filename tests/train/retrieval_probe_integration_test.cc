@@ -34,11 +34,7 @@ using ::longctx::testing::TempDir;
 class RetrievalProbeIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::longctx::testing::WriteTextCorpus(tmp_ / "text", 120, 13);
-    ByteTokenizer tok;
-    TextCorpusOptions opts;
-    opts.log_summary = false;
-    ASSERT_TRUE(BuildTokenFileFromText({tmp_ / "text"}, tok, data_, opts).ok());
+    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 120, 13).ok());
   }
 
   // tiny-test with 128-token rows, retrieval on half the rows (one needle,
@@ -57,18 +53,9 @@ class RetrievalProbeIntegrationTest : public ::testing::Test {
     return absl::StrCat(cmd, " ", extra);
   }
   static std::vector<nlohmann::json> Events(const std::string& metrics, const std::string& kind) {
-    std::vector<nlohmann::json> out;
-    for (absl::string_view line : absl::StrSplit(ReadFile(metrics), '\n', absl::SkipEmpty())) {
-      nlohmann::json j = nlohmann::json::parse(line);
-      if (j["kind"] == kind) out.push_back(j);
-    }
-    return out;
+    return ::longctx::testing::MetricsEvents(metrics, kind);
   }
-  static std::map<int, double> Losses(const std::string& metrics) {
-    std::map<int, double> out;
-    for (const nlohmann::json& j : Events(metrics, "train")) out[j["step"].get<int>()] = j["loss"].get<double>();
-    return out;
-  }
+  static std::map<int, double> Losses(const std::string& metrics) { return ::longctx::testing::TrainLosses(metrics); }
 
   TempDir tmp_;
   std::string data_ = tmp_ / "corpus.ltok";

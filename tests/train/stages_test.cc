@@ -28,11 +28,7 @@ using ::longctx::testing::TempDir;
 class StagesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::longctx::testing::WriteTextCorpus(tmp_ / "text", 120, 11);
-    ByteTokenizer tok;
-    TextCorpusOptions opts;
-    opts.log_summary = false;
-    ASSERT_TRUE(BuildTokenFileFromText({tmp_ / "text"}, tok, data_, opts).ok());
+    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 120, 11).ok());
   }
 
   std::string Train(const std::string& out_dir, const std::string& extra) {
@@ -41,12 +37,7 @@ class StagesTest : public ::testing::Test {
   }
 
   static std::map<int, double> Losses(const std::string& metrics_path) {
-    std::map<int, double> out;
-    for (absl::string_view line : absl::StrSplit(ReadFile(metrics_path), '\n', absl::SkipEmpty())) {
-      nlohmann::json j = nlohmann::json::parse(line);
-      if (j["kind"] == "train") out[j["step"].get<int>()] = j["loss"].get<double>();
-    }
-    return out;
+    return ::longctx::testing::TrainLosses(metrics_path);
   }
 
   TempDir tmp_;
