@@ -6,14 +6,14 @@
 # otherwise idle machine: the script prints the load average before each row
 # and waits (up to WAIT_S seconds, default 600) for the 1-minute load to drop
 # below MAX_LOAD (default 0.5) first.
-# Usage: scripts/run_benchmarks.sh [OUT.jsonl] [--rows=fp32,openblas,bf16,attention,swa16k,tinyllama]
-#   default rows: fp32,openblas,bf16,attention,swa16k (tinyllama needs ~22 GB free: opt in)
+# Usage: scripts/run_benchmarks.sh [OUT.jsonl] [--rows=fp32,openblas,rnope-swa,bf16,attention,swa16k,tinyllama]
+#   default rows: fp32,openblas,rnope-swa,bf16,attention,swa16k (tinyllama needs ~22 GB free: opt in)
 # Env: BUILD_DIR (default build), THREADS (default: all cores), MAX_LOAD, WAIT_S,
 #      BF16_PEER_STEPS (default 1: PyTorch bf16 on a CPU without AVX512-BF16 takes minutes per step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench-results.jsonl}
-ROWS=fp32,openblas,bf16,attention,swa16k
+ROWS=fp32,openblas,rnope-swa,bf16,attention,swa16k
 for a in "$@"; do case "$a" in --rows=*) ROWS=${a#--rows=};; esac; done
 [ "${OUT#--}" != "$OUT" ] && OUT=bench-results.jsonl
 BIN=${BUILD_DIR:-build}/bin/longctx
@@ -48,6 +48,10 @@ fi
 if has openblas; then  # the same step on OpenBLAS sgemm instead of oneDNN's
   row ref-b-fp32-openblas "$BIN" bench --config configs/ref-b.textproto --steps=10 --warmup=2 --threads="$THREADS" \
       --sgemm=openblas
+fi
+if has rnope-swa; then  # ref-b's shape as RNoPE-SWA (SSSN SSSN, window 128), PyTorch peer alongside
+  row ref-b-rnope-swa "$BIN" bench --config configs/ref-b-rnope-swa.textproto --steps=10 --warmup=2 --threads="$THREADS" \
+      --peer=pytorch
 fi
 if has bf16; then
   row ref-b-bf16 "$BIN" bench --config configs/ref-b.textproto --precision=bf16 --steps=5 --warmup=1 \

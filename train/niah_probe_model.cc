@@ -9,14 +9,15 @@
 
 namespace longctx {
 
-TransformerProbeModel::TransformerProbeModel(Transformer* model, std::unique_ptr<InferenceEngine> engine)
-    : model_(model), engine_(std::move(engine)), device_batch_(model->backend()) {}
+TransformerProbeModel::TransformerProbeModel(Transformer* model, std::unique_ptr<InferenceEngine> engine,
+                                             const StringOptions& string)
+    : model_(model), string_(string), engine_(std::move(engine)), device_batch_(model->backend()) {}
 
 absl::StatusOr<std::unique_ptr<TransformerProbeModel>> TransformerProbeModel::Create(Transformer* model,
                                                                                      const EngineOptions& engine) {
   absl::StatusOr<std::unique_ptr<InferenceEngine>> e = InferenceEngine::Create(model, engine);
   if (!e.ok()) return e.status();
-  return std::unique_ptr<TransformerProbeModel>(new TransformerProbeModel(model, std::move(*e)));
+  return std::unique_ptr<TransformerProbeModel>(new TransformerProbeModel(model, std::move(*e), engine.string));
 }
 
 TransformerProbeModel::~TransformerProbeModel() = default;
@@ -54,7 +55,16 @@ absl::StatusOr<std::vector<double>> TransformerProbeModel::AnswerTokenLosses(con
   }
   const Tensor losses(losses_.data(), f64 ? DType::kF64 : DType::kF32, {n}, be->device());
   BatchTensors t = device_batch_.Upload(b);
-  model_->ForwardBackward(t, 0.0, /*backward=*/false, &losses);
+  if (string_.enabled) {
+    const StringOptions previous = model_->string_options();
+    absl::Status st = model_->SetStringOptions(string_);
+    if (!st.ok()) return st;
+    model_->ForwardBackward(t, 0.0, /*backward=*/false, &losses);
+    st = model_->SetStringOptions(previous);
+    if (!st.ok()) return st;
+  } else {
+    model_->ForwardBackward(t, 0.0, /*backward=*/false, &losses);
+  }
   std::vector<double> out(A);
   if (f64) {
     std::vector<double> host(n);

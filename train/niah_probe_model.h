@@ -4,8 +4,10 @@
 // ForwardBackward the trainer and `longctx eval` use). Greedy decoding is the
 // inference engine's (model/inference.h: prefill into a KV cache, then one
 // decode step per token, optional STRING) with the greedy Sampler
-// (model/sampling.h: argmax, ties to the lowest id). STRING, when enabled,
-// applies to decoding only; the answer loss is the plain model's.
+// (model/sampling.h: argmax, ties to the lowest id). STRING, when the engine
+// options enable it, applies to both: decoding through the engine, and the
+// answer loss through the Transformer's forward-only STRING path (set for the
+// call, the model's previous STRING options restored after it).
 #ifndef LONGCTX_TRAIN_NIAH_PROBE_MODEL_H_
 #define LONGCTX_TRAIN_NIAH_PROBE_MODEL_H_
 
@@ -33,9 +35,10 @@ class TransformerProbeModel : public ProbeModel {
                                                         const std::vector<int32_t>& answer) override;
 
  private:
-  TransformerProbeModel(Transformer* model, std::unique_ptr<InferenceEngine> engine);
+  TransformerProbeModel(Transformer* model, std::unique_ptr<InferenceEngine> engine, const StringOptions& string);
 
   Transformer* model_;
+  StringOptions string_;  // the engine's; applied to answer losses too
   std::unique_ptr<InferenceEngine> engine_;
   DeviceBatch device_batch_;
   DeviceBuffer losses_;

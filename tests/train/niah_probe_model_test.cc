@@ -87,6 +87,71 @@ TEST_F(NiahProbeModelTest, AnswerLossesMatchTheEnginesLogits) {
   EXPECT_EQ(*again, *losses);
 }
 
+// With STRING in the engine options the answer loss is STRING's too: it
+// equals −log softmax of a STRING engine's prefill logits (the engine's STRING
+// is checked against dense attention with the paper's position matrix in
+// string_attention_test), differs from the plain model's, and the model's own
+// STRING setting is left as it was.
+TEST_F(NiahProbeModelTest, AnswerLossesUseStringWhenTheEngineDoes) {
+  EngineOptions opts;
+  opts.string.enabled = true;
+  opts.string.s = 9;  // < prompt + answer (29 inputs): STRING moves positions
+  opts.string.w = 2;
+  // The RoPE layers must see keys beyond S for STRING to matter: full RoPE.
+  model_.reset();
+  {
+    ModelConfig m;
+    m.set_vocab_size(37);
+    m.set_hidden_size(32);
+    m.set_num_layers(2);
+    m.set_num_heads(4);
+    m.set_num_kv_heads(2);
+    m.set_ffn_hidden_size(48);
+    m.set_layer_pattern(ALL_ROPE_FULL);
+    m.set_rope_theta(40.0);
+    absl::StatusOr<ModelDims> dims = ResolveModelConfig(m);
+    ASSERT_TRUE(dims.ok()) << dims.status();
+    model_ = std::make_unique<Transformer>(*dims, backend_.get(), DType::kF32);
+    model_->InitParams(5);
+    std::mt19937 rng(6);
+    std::normal_distribution<float> noise(0.f, 0.4f);
+    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
+      float* p = model_->params().buffer(b).as<float>();
+      for (int64_t i = 0; i < model_->layout().buffer_size(b); ++i) p[i] += noise(rng);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<TransformerProbeModel>> plain = TransformerProbeModel::Create(model_.get());
+  absl::StatusOr<std::unique_ptr<TransformerProbeModel>> pm = TransformerProbeModel::Create(model_.get(), opts);
+  ASSERT_TRUE(plain.ok() && pm.ok());
+  absl::StatusOr<std::vector<double>> base = (*plain)->AnswerTokenLosses(prompt_, answer_);
+  absl::StatusOr<std::vector<double>> losses = (*pm)->AnswerTokenLosses(prompt_, answer_);
+  ASSERT_TRUE(base.ok() && losses.ok()) << losses.status();
+  EXPECT_FALSE(model_->string_options().enabled);  // restored
+
+  absl::StatusOr<std::unique_ptr<InferenceEngine>> engine = InferenceEngine::Create(model_.get(), opts);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<int32_t> seq = prompt_;
+  seq.insert(seq.end(), answer_.begin(), answer_.end());
+  std::vector<float> logits;
+  ASSERT_TRUE((*engine)->Prefill(seq, &logits).ok());
+  const int64_t V = 37, P = static_cast<int64_t>(prompt_.size());
+  double worst = 0, moved = 0;
+  for (size_t i = 0; i < answer_.size(); ++i) {
+    const float* row = logits.data() + (P - 1 + static_cast<int64_t>(i)) * V;
+    double mx = row[0];
+    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    double z = 0;
+    for (int64_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
+    const double want = -(row[answer_[i]] - mx - std::log(z));
+    worst = std::max(worst, std::fabs((*losses)[i] - want));
+    moved = std::max(moved, std::fabs((*losses)[i] - (*base)[i]));
+  }
+  std::printf("STRING: worst |answer loss - STRING engine NLL| = %.3g; largest change vs plain = %.3g\n", worst,
+              moved);
+  EXPECT_LT(worst, 2e-4);
+  EXPECT_GT(moved, 1e-3);
+}
+
 TEST_F(NiahProbeModelTest, GreedyIsTheArgmaxChainAndStopsAtTheStopId) {
   absl::StatusOr<std::unique_ptr<TransformerProbeModel>> pm = TransformerProbeModel::Create(model_.get());
   ASSERT_TRUE(pm.ok()) << pm.status();
