@@ -20,33 +20,53 @@ namespace {
 class NiahProbeModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ModelConfig m;
-    m.set_vocab_size(37);
-    m.set_hidden_size(32);
-    m.set_num_layers(4);
-    m.set_num_heads(4);
-    m.set_num_kv_heads(2);
-    m.set_ffn_hidden_size(48);
-    m.set_layer_pattern(RNOPE_SWA);
-    m.set_pattern_group(2);
-    m.set_sliding_window(6);
-    m.set_rope_theta(40.0);
-    absl::StatusOr<ModelDims> dims = ResolveModelConfig(m);
-    ASSERT_TRUE(dims.ok()) << dims.status();
     absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu");
     ASSERT_TRUE(be.ok());
     backend_ = std::move(*be);
-    model_ = std::make_unique<Transformer>(*dims, backend_.get(), DType::kF32);
-    model_->InitParams(3);
+    ModelConfig m = SmallConfig(4);
+    m.set_layer_pattern(RNOPE_SWA);
+    m.set_pattern_group(2);
+    m.set_sliding_window(6);
+    BuildModel(m, /*seed=*/3, /*noise=*/0.3f);
     std::mt19937 rng(4);
-    std::normal_distribution<float> noise(0.f, 0.3f);
-    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
-      float* p = model_->params().buffer(b).as<float>();
-      for (int64_t i = 0; i < model_->layout().buffer_size(b); ++i) p[i] += noise(rng);
-    }
     std::uniform_int_distribution<int32_t> id(0, 36);
     for (int i = 0; i < 23; ++i) prompt_.push_back(id(rng));
     for (int i = 0; i < 7; ++i) answer_.push_back(id(rng));
+  }
+
+  static ModelConfig SmallConfig(int layers) {
+    ModelConfig m;
+    m.set_vocab_size(37);
+    m.set_hidden_size(32);
+    m.set_num_layers(layers);
+    m.set_num_heads(4);
+    m.set_num_kv_heads(2);
+    m.set_ffn_hidden_size(48);
+    m.set_rope_theta(40.0);
+    return m;
+  }
+
+  // model_ = m with InitParams(seed) plus N(0, noise) on every weight.
+  void BuildModel(const ModelConfig& m, int seed, float noise) {
+    absl::StatusOr<ModelDims> dims = ResolveModelConfig(m);
+    ASSERT_TRUE(dims.ok()) << dims.status();
+    model_ = std::make_unique<Transformer>(*dims, backend_.get(), DType::kF32);
+    model_->InitParams(seed);
+    std::mt19937 rng(seed + 1);
+    std::normal_distribution<float> n(0.f, noise);
+    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
+      float* p = model_->params().buffer(b).as<float>();
+      for (int64_t i = 0; i < model_->layout().buffer_size(b); ++i) p[i] += n(rng);
+    }
+  }
+
+  // −log softmax(row)[target] in double.
+  static double Nll(const float* row, int64_t V, int32_t target) {
+    double mx = row[0];
+    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    double z = 0;
+    for (int64_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
+    return -(row[target] - mx - std::log(z));
   }
 
   std::unique_ptr<Backend> backend_;
@@ -70,12 +90,7 @@ TEST_F(NiahProbeModelTest, AnswerLossesMatchTheEnginesLogits) {
   const int64_t V = 37, P = static_cast<int64_t>(prompt_.size());
   double worst = 0;
   for (size_t i = 0; i < answer_.size(); ++i) {
-    const float* row = logits.data() + (P - 1 + static_cast<int64_t>(i)) * V;
-    double mx = row[0];
-    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
-    double z = 0;
-    for (int64_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
-    const double want = -(row[answer_[i]] - mx - std::log(z));
+    const double want = Nll(logits.data() + (P - 1 + static_cast<int64_t>(i)) * V, V, answer_[i]);
     EXPECT_GT(want, 0.05);  // weights are far from trivial
     worst = std::max(worst, std::fabs((*losses)[i] - want));
   }
@@ -98,28 +113,9 @@ TEST_F(NiahProbeModelTest, AnswerLossesUseStringWhenTheEngineDoes) {
   opts.string.s = 9;  // < prompt + answer (29 inputs): STRING moves positions
   opts.string.w = 2;
   // The RoPE layers must see keys beyond S for STRING to matter: full RoPE.
-  model_.reset();
-  {
-    ModelConfig m;
-    m.set_vocab_size(37);
-    m.set_hidden_size(32);
-    m.set_num_layers(2);
-    m.set_num_heads(4);
-    m.set_num_kv_heads(2);
-    m.set_ffn_hidden_size(48);
-    m.set_layer_pattern(ALL_ROPE_FULL);
-    m.set_rope_theta(40.0);
-    absl::StatusOr<ModelDims> dims = ResolveModelConfig(m);
-    ASSERT_TRUE(dims.ok()) << dims.status();
-    model_ = std::make_unique<Transformer>(*dims, backend_.get(), DType::kF32);
-    model_->InitParams(5);
-    std::mt19937 rng(6);
-    std::normal_distribution<float> noise(0.f, 0.4f);
-    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
-      float* p = model_->params().buffer(b).as<float>();
-      for (int64_t i = 0; i < model_->layout().buffer_size(b); ++i) p[i] += noise(rng);
-    }
-  }
+  ModelConfig m = SmallConfig(2);
+  m.set_layer_pattern(ALL_ROPE_FULL);
+  BuildModel(m, /*seed=*/5, /*noise=*/0.4f);
   absl::StatusOr<std::unique_ptr<TransformerProbeModel>> plain = TransformerProbeModel::Create(model_.get());
   absl::StatusOr<std::unique_ptr<TransformerProbeModel>> pm = TransformerProbeModel::Create(model_.get(), opts);
   ASSERT_TRUE(plain.ok() && pm.ok());
@@ -137,12 +133,7 @@ TEST_F(NiahProbeModelTest, AnswerLossesUseStringWhenTheEngineDoes) {
   const int64_t V = 37, P = static_cast<int64_t>(prompt_.size());
   double worst = 0, moved = 0;
   for (size_t i = 0; i < answer_.size(); ++i) {
-    const float* row = logits.data() + (P - 1 + static_cast<int64_t>(i)) * V;
-    double mx = row[0];
-    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
-    double z = 0;
-    for (int64_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
-    const double want = -(row[answer_[i]] - mx - std::log(z));
+    const double want = Nll(logits.data() + (P - 1 + static_cast<int64_t>(i)) * V, V, answer_[i]);
     worst = std::max(worst, std::fabs((*losses)[i] - want));
     moved = std::max(moved, std::fabs((*losses)[i] - (*base)[i]));
   }
