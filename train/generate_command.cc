@@ -35,7 +35,7 @@ int RunGenerateCommand(const GenerateCommandArgs& a) {
   absl::Status st = ValidateSamplingOptions(a.sampling);
   if (!st.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--", st.message())));
 
-  absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpointForEval(a.checkpoint, "");
+  absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpointForEval(a.checkpoint, "", CheckpointData::kSkip);
   if (!loaded.ok()) return Fail(loaded.status());
   const TrainConfig& config = loaded->config;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config.data().tokenizer());

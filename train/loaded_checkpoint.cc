@@ -7,7 +7,8 @@
 
 namespace longctx {
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkpoint, const std::string& data) {
+absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkpoint, const std::string& data,
+                                                       CheckpointData open_data) {
   if (checkpoint.empty()) return absl::InvalidArgumentError("--checkpoint is required");
   LoadedCheckpoint c;
   absl::StatusOr<TrainConfig> config = LoadCheckpointConfig(checkpoint);
@@ -18,9 +19,11 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkp
   if (!dims.ok()) return dims.status();
   c.dims = *dims;
   SetComputeThreads(c.config.threads());  // the trainer's thread count: bitwise-equal sums
-  absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(c.config);
-  if (!tokens.ok()) return tokens.status();
-  c.tokens = std::move(*tokens);
+  if (open_data == CheckpointData::kOpen) {
+    absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(c.config);
+    if (!tokens.ok()) return tokens.status();
+    c.tokens = std::move(*tokens);
+  }
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(c.config.backend());
   if (!backend.ok()) return absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message()));
   c.backend = std::move(*backend);

@@ -21,13 +21,19 @@ namespace longctx {
 struct LoadedCheckpoint {
   TrainConfig config;
   ModelDims dims;
-  std::unique_ptr<TokenDataset> tokens;
+  std::unique_ptr<TokenDataset> tokens;  // null when loaded without data
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Transformer> model;  // declared after backend: destroyed first
 };
 
+enum class CheckpointData { kOpen, kSkip };
+
 // Loads checkpoint DIR; data, when non-empty, replaces the config's data.path.
-absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkpoint, const std::string& data);
+// With CheckpointData::kSkip the run's data is not opened (tokens stays null):
+// for commands that only need the model and its tokenizer (`generate`), so a
+// checkpoint copied away from its training data still runs.
+absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkpoint, const std::string& data,
+                                                       CheckpointData open_data = CheckpointData::kOpen);
 
 }  // namespace longctx
 

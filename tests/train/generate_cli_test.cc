@@ -85,6 +85,24 @@ TEST_F(GenerateCliTest, GreedyGenerationPrintsAReproducibleContinuation) {
   EXPECT_EQ(LastJsonLine(again.output)["tokens"], j["tokens"]);
 }
 
+// generate needs the model and its tokenizer, not the training data: with the
+// token file moved away it prints the same continuation; eval, which reads
+// the data, names the missing path.
+TEST_F(GenerateCliTest, GenerateRunsWithoutTheTrainingData) {
+  const std::string flags = "--prompt 'The man said' --max_new_tokens 16 --json";
+  auto before = RunCommand(Generate(flags));
+  ASSERT_EQ(before.exit_code, 0) << before.output;
+  const std::string data = *tmp_ / "corpus.ltok", moved = *tmp_ / "corpus.ltok.moved";
+  std::filesystem::rename(data, moved);
+  auto after = RunCommand(Generate(flags));
+  auto eval = RunCommand(absl::StrCat(LongctxBinary(), " eval --checkpoint ", ckpt_));
+  std::filesystem::rename(moved, data);
+  ASSERT_EQ(after.exit_code, 0) << after.output;
+  EXPECT_EQ(LastJsonLine(after.output)["tokens"], LastJsonLine(before.output)["tokens"]);
+  EXPECT_NE(eval.exit_code, 0);
+  EXPECT_NE(eval.output.find("corpus.ltok"), std::string::npos) << eval.output;
+}
+
 TEST_F(GenerateCliTest, SamplingFollowsTheSeed) {
   auto run = [&](int seed) {
     auto r = RunCommand(Generate(absl::StrCat("--prompt 'It was' --max_new_tokens 30 --temperature 1.5 --top_k 40 "
