@@ -37,6 +37,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spec", required=True, help="JSON model/run shape (written by longctx bench)")
     ap.add_argument("--count_params", action="store_true", help="print the parameter count as JSON and exit")
+    ap.add_argument("--weights", help="check mode: load these longctx weights (model.safetensors, F32, Hugging Face names)")
+    ap.add_argument("--batch", help="check mode: JSON {\"ids\": [[...]], \"targets\": [[...]]} of shape [B, T]; "
+                    "prints the loss and the gradient norm of every tensor (Hugging Face names) as JSON and exits")
     args = ap.parse_args()
     spec = json.loads(args.spec)
 
@@ -159,6 +162,12 @@ def main():
         print(json.dumps({"params": n_params}))
         return 0
 
+    if args.weights or args.batch:
+        if not (args.weights and args.batch):
+            sys.stderr.write("torch_reference.py: error: --weights and --batch go together\n")
+            return 2
+        return check(torch, model, args.weights, args.batch, L, H, Hkv, hd, Fh, tied, qk_norm)
+
     decay_norms = bool(spec.get("decay_norms", False))
     decay = [p for p in model.parameters() if p.dim() >= 2 or decay_norms]
     no_decay = [p for p in model.parameters() if p.dim() < 2 and not decay_norms]
@@ -214,6 +223,74 @@ def main():
         "last_loss": loss,
     }
     print(json.dumps(out))
+    return 0
+
+
+def read_safetensors(torch, path):
+    """name -> float32 tensor of a safetensors file (F32 entries only)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] != "F32":
+            raise ValueError("%s: %s is %s, the check needs F32" % (path, name, info["dtype"]))
+        a, b = info["data_offsets"]
+        t = torch.frombuffer(bytearray(blob[base + a:base + b]), dtype=torch.float32)
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+def hf_slices(model, L, H, Hkv, hd, Fh, tied, qk_norm):
+    """Hugging Face name -> (parameter, row slice) of this model's fused tensors."""
+    m = {"model.embed_tokens.weight": (model.embed.weight, None), "model.norm.weight": (model.norm.weight, None)}
+    if not tied:
+        m["lm_head.weight"] = (model.head.weight, None)
+    for l, blk in enumerate(model.blocks):
+        p = "model.layers.%d." % l
+        m[p + "input_layernorm.weight"] = (blk.attn_norm.weight, None)
+        m[p + "self_attn.q_proj.weight"] = (blk.wqkv.weight, slice(0, H * hd))
+        m[p + "self_attn.k_proj.weight"] = (blk.wqkv.weight, slice(H * hd, (H + Hkv) * hd))
+        m[p + "self_attn.v_proj.weight"] = (blk.wqkv.weight, slice((H + Hkv) * hd, (H + 2 * Hkv) * hd))
+        m[p + "self_attn.o_proj.weight"] = (blk.wo.weight, None)
+        if qk_norm:
+            m[p + "self_attn.q_norm.weight"] = (blk.q_norm.weight, None)
+            m[p + "self_attn.k_norm.weight"] = (blk.k_norm.weight, None)
+        m[p + "post_attention_layernorm.weight"] = (blk.mlp_norm.weight, None)
+        m[p + "mlp.gate_proj.weight"] = (blk.w_gate_up.weight, slice(0, Fh))
+        m[p + "mlp.up_proj.weight"] = (blk.w_gate_up.weight, slice(Fh, 2 * Fh))
+        m[p + "mlp.down_proj.weight"] = (blk.w_down.weight, None)
+    return m
+
+
+def check(torch, model, weights, batch_path, L, H, Hkv, hd, Fh, tied, qk_norm):
+    """Loads longctx's weights, runs forward + backward on one batch, prints
+    {"loss", "grad_norms": {name: norm}} (fp32, the model's own code)."""
+    tensors = read_safetensors(torch, weights)
+    slices = hf_slices(model, L, H, Hkv, hd, Fh, tied, qk_norm)
+    missing = sorted(set(slices) - set(tensors))
+    extra = sorted(set(tensors) - set(slices))
+    if missing or extra:
+        sys.stderr.write("torch_reference.py: error: %s: missing %s, unexpected %s\n" % (weights, missing, extra))
+        return 2
+    with torch.no_grad():
+        for name, (param, rows) in slices.items():
+            (param if rows is None else param[rows]).copy_(tensors[name])
+    with open(batch_path) as f:
+        b = json.load(f)
+    ids, targets = torch.tensor(b["ids"]), torch.tensor(b["targets"])
+    model.zero_grad()
+    loss = model(ids, targets)
+    loss.backward()
+    norms = {}
+    for name, (param, rows) in slices.items():
+        g = param.grad if rows is None else param.grad[rows]
+        norms[name] = g.double().norm().item()
+    print(json.dumps({"system": "pytorch", "loss": loss.item(), "grad_norms": norms}))
     return 0
 
 

@@ -2,11 +2,15 @@
 // is the same model. These tests build bench/torch_reference.py's model from
 // the spec longctx hands it and require the same parameter count as
 // `longctx plan` (ref-b, its RNoPE-SWA twin, and tiny-test with qk-norm and
-// tied embeddings, which take other branches of the script), and run
+// tied embeddings, which take other branches of the script), require the
+// same loss and per-tensor gradients when PyTorch runs longctx's own weights
+// on the same batch (so the speed ratio compares the same computation), and run
 // `longctx bench --peer=pytorch` end to end on the tiny model: three JSON
 // lines, the same parameter count, consistent ratios. Without Debian's
 // python3-torch they are skipped with a message saying so, never passed. No
 // timing thresholds.
+#include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +24,10 @@
 #include "tests/support/test_util.h"
 #include "train/bench.h"
 #include "train/config_loader.h"
+#include "train/device_batch.h"
+#include "train/safetensors.h"
+#include "model/transformer.h"
+#include "data/packer.h"
 
 namespace longctx {
 namespace {
@@ -104,6 +112,103 @@ TEST(TorchReferenceTest, BenchWithPeerPrintsBothSystemsAndRatios) {
   // Both start from random weights on random tokens: loss near ln(vocab 260).
   EXPECT_NEAR(peer.value("last_loss", 0.0), 5.56, 0.5);
   EXPECT_NEAR(ours.value("last_loss", 0.0), 5.56, 0.5);
+}
+
+// The same model, not just the same parameter count: longctx's weights loaded
+// into the PyTorch reference (`--weights`, Hugging Face names mapped onto its
+// fused q|k|v and gate|up) give the same loss and the same gradient for every
+// tensor on one batch (one causal segment per row, positions 0..T-1). Covers
+// RoPE sliding-window layers (window 8 < T = 20), NoPE full layers, GQA,
+// RMSNorm, SwiGLU, the untied head; and a QK-norm + tied-embedding variant.
+void ExpectSameLossAndGradients(const std::vector<std::string>& overrides) {
+  absl::StatusOr<TrainConfig> c = LoadTrainConfig(SourcePath("configs/tiny-test.textproto"), overrides);
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<ModelDims> dims = ResolveModelConfig(c->model());
+  ASSERT_TRUE(dims.ok()) << dims.status();
+  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu");
+  ASSERT_TRUE(be.ok());
+  Transformer model(*dims, be->get(), DType::kF32);
+  model.InitParams(11);
+  std::mt19937 rng(12);
+  std::normal_distribution<float> noise(0.f, 0.05f);
+  for (int b = 0; b < model.layout().num_buffers(); ++b) {  // norm weights away from 1 too
+    float* p = model.params().buffer(b).as<float>();
+    for (int64_t i = 0; i < model.layout().buffer_size(b); ++i) p[i] += noise(rng);
+  }
+  ::longctx::testing::TempDir tmp;
+  std::vector<SafetensorsEntry> entries;
+  for (const ParamSlice& sl : model.layout().slices()) {
+    SafetensorsEntry e;
+    e.name = sl.name;
+    e.shape = sl.shape;
+    e.data = model.params().buffer(sl.buffer).as<float>() + sl.offset;
+    entries.push_back(e);
+  }
+  ASSERT_TRUE(WriteSafetensors(tmp / "model.safetensors", entries, {}).ok());
+
+  const int32_t B = c->data().batch_size(), T = c->data().seq_len(), V = dims->vocab;
+  PackedBatch batch;
+  batch.batch_size = B;
+  batch.seq_len = T;
+  std::uniform_int_distribution<int32_t> id(0, V - 1);
+  nlohmann::json ids = nlohmann::json::array(), targets = nlohmann::json::array();
+  for (int r = 0; r < B; ++r) {
+    nlohmann::json ir = nlohmann::json::array(), tr = nlohmann::json::array();
+    for (int t = 0; t < T; ++t) {
+      batch.inputs.push_back(id(rng));
+      batch.targets.push_back(id(rng));
+      batch.positions.push_back(t);
+      ir.push_back(batch.inputs.back());
+      tr.push_back(batch.targets.back());
+    }
+    ids.push_back(ir);
+    targets.push_back(tr);
+    batch.cu_seqlens.push_back(r * T);
+  }
+  batch.cu_seqlens.push_back(B * T);
+  batch.max_seqlen = T;
+  batch.num_target_tokens = int64_t{B} * T;
+  ::longctx::testing::WriteFile(tmp / "batch.json", nlohmann::json{{"ids", ids}, {"targets", targets}}.dump());
+  DeviceBatch device_batch(be->get());
+  model.grads().Zero();
+  const double loss =
+      model.ForwardBackward(device_batch.Upload(batch), 1.0 / static_cast<double>(B * T), /*backward=*/true) /
+      static_cast<double>(B * T);
+
+  const nlohmann::json spec = TorchPeerSpec(*c, *dims, /*threads=*/1, /*steps=*/1, /*warmup=*/0, 1.0);
+  ::longctx::testing::WriteFile(tmp / "spec.json", spec.dump());
+  const auto r = RunCommand(absl::StrCat(kPython, " ", SourcePath("bench/torch_reference.py"), " --spec \"$(cat ",
+                                         tmp / "spec.json", ")\" --weights ", tmp / "model.safetensors", " --batch ",
+                                         tmp / "batch.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> lines = JsonLines(r.output);
+  ASSERT_EQ(lines.size(), 1u) << r.output;
+  const nlohmann::json& peer = lines[0];
+  EXPECT_GT(loss, 1.0);
+  EXPECT_NEAR(peer["loss"].get<double>(), loss, 2e-5 * loss);
+  const nlohmann::json& norms = peer["grad_norms"];
+  ASSERT_EQ(norms.size(), model.layout().slices().size());
+  double worst = 0;
+  std::string worst_name;
+  for (const ParamSlice& sl : model.layout().slices()) {
+    const float* g = model.grads().buffer(sl.buffer).as<float>() + sl.offset;
+    double ss = 0;
+    for (int64_t i = 0; i < sl.numel(); ++i) ss += static_cast<double>(g[i]) * g[i];
+    const double ours = std::sqrt(ss), theirs = norms.value(sl.name, -1.0);
+    ASSERT_GT(ours, 0.0) << sl.name;
+    const double rel = std::fabs(ours - theirs) / ours;
+    if (rel > worst) worst = rel, worst_name = sl.name;
+  }
+  std::printf("loss longctx %.7f pytorch %.7f; worst gradient-norm relative difference %.2e (%s)\n", loss,
+              peer["loss"].get<double>(), worst, worst_name.c_str());
+  EXPECT_LT(worst, 1e-4) << worst_name;
+}
+
+TEST(TorchReferenceTest, SameLossAndGradientsAsLongctxOnTheSameWeights) {
+  SKIP_WITHOUT_TORCH();
+  ExpectSameLossAndGradients({"data.seq_len=20", "data.batch_size=2"});
+  ExpectSameLossAndGradients({"data.seq_len=20", "data.batch_size=2", "model.qk_norm=true",
+                              "model.tie_embeddings=true", "model.layer_pattern=ALL_ROPE_FULL"});
 }
 
 TEST(TorchReferenceTest, MissingTorchNamesTheDebianPackage) {
