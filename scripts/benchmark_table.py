@@ -38,7 +38,7 @@ def verdict(ok):
 
 def main():
     rows = load(sys.argv[1])
-    out = ["| figure | target | measured | |", "| --- | --- | --- | --- |"]
+    out = ["| figure | target | measured | result |", "| --- | --- | --- | --- |"]
 
     def add(figure, target, measured, ok):
         out.append(f"| {figure} | {target} | {measured} | {'' if ok is None else verdict(ok)} |")
