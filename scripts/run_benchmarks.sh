@@ -36,7 +36,7 @@ wait_quiet() {
 row() {  # row NAME COMMAND...: run, echo its output, keep its JSON lines
   local name=$1; shift
   wait_quiet "$name"
-  "$@" | tee /dev/stderr | grep '^{' | sed "s/^{/{\"row\":\"$name\",/" >> "$OUT"
+  "$@" | tee >(cat >&2) | grep '^{' | sed "s/^{/{\"row\":\"$name\",/" >> "$OUT"
   echo "run_benchmarks: $name done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 }
 
