@@ -32,6 +32,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/bench_profile.h"
+#include "train/commands.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/trainer.h"
@@ -41,10 +42,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int Fail(const absl::Status& st) {
-  std::fprintf(stderr, "longctx: error: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -199,17 +196,17 @@ absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) 
 int RunBenchCommand(const std::string& config_path, const std::vector<std::string>& overrides_in) {
   std::vector<std::string> overrides = overrides_in;
   BenchFlags flags;
-  if (absl::Status st = TakeBenchFlags(overrides, &flags); !st.ok()) return Fail(st);
+  if (absl::Status st = TakeBenchFlags(overrides, &flags); !st.ok()) return FailCommand(st);
   const int steps = flags.steps, warmup = flags.warmup;
-  if (config_path.empty()) return Fail(absl::InvalidArgumentError("--config is required"));
+  if (config_path.empty()) return FailCommand(absl::InvalidArgumentError("--config is required"));
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
-  if (!config.ok()) return Fail(config.status());
+  if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
-  if (!dims.ok()) return Fail(dims.status());
+  if (!dims.ok()) return FailCommand(dims.status());
   const std::string load_at_start = LoadAverage();
   const PeerOptions peer_options{flags.python, flags.peer_script};
   if (!flags.peer.empty())  // before minutes of timing, not after
-    if (absl::Status st = CheckTorchPeer(peer_options); !st.ok()) return Fail(st);
+    if (absl::Status st = CheckTorchPeer(peer_options); !st.ok()) return FailCommand(st);
   SetComputeThreads(config->threads());
   const int threads = omp_get_max_threads();
   const int32_t B = config->data().batch_size(), T = config->data().seq_len();
@@ -219,8 +216,8 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
 
   // (b) The model, as the trainer builds it.
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
-  if (!backend.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
-  if (absl::Status st = ApplyPrecision(*config, backend->get()); !st.ok()) return Fail(st);
+  if (!backend.ok()) return FailCommand(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
+  if (absl::Status st = ApplyPrecision(*config, backend->get()); !st.ok()) return FailCommand(st);
   // --profile=true: every op of the timed steps through a timing wrapper.
   ProfilingBackend profiler(backend->get());
   Backend* be = flags.profile ? &profiler : backend->get();
@@ -360,7 +357,7 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   const nlohmann::json spec =
       TorchPeerSpec(*config, *dims, threads, flags.peer_steps, flags.peer_warmup, fc.total_per_token);
   absl::StatusOr<nlohmann::json> peer = RunTorchPeer(spec, peer_options);
-  if (!peer.ok()) return Fail(peer.status());
+  if (!peer.ok()) return FailCommand(peer.status());
   nlohmann::ordered_json pj;
   pj["system"] = "pytorch";
   pj["config"] = dims->name;
@@ -371,7 +368,7 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   pj["loadavg_end"] = LoadAverage();
   std::printf("%s\n", pj.dump().c_str());
   if (peer->value("params", int64_t{0}) != pc.total)
-    return Fail(absl::InternalError(absl::StrCat("--peer=pytorch: the reference model has ",
+    return FailCommand(absl::InternalError(absl::StrCat("--peer=pytorch: the reference model has ",
                                                  peer->value("params", int64_t{0}), " parameters, longctx ", pc.total,
                                                  ": not the same model")));
   nlohmann::ordered_json cmp;

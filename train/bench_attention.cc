@@ -37,6 +37,7 @@
 #include "model/plan.h"
 #include "model/transformer.h"
 #include "train/bench.h"
+#include "train/commands.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/trainer.h"
@@ -46,10 +47,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int Fail(const absl::Status& st) {
-  std::fprintf(stderr, "longctx: error: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -184,20 +181,20 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   if (st.ok()) st = TakeIntOverride(overrides, "max_full_len", 1, &max_full_len);
   std::vector<int64_t> lengths;
   if (st.ok()) st = ParseLengths(lengths_text, &lengths);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return FailCommand(st);
   std::vector<std::string> kinds = absl::StrSplit(kinds_text, ',', absl::SkipWhitespace());
   for (const std::string& k : kinds)
     if (k != "swa" && k != "full")
-      return Fail(absl::InvalidArgumentError(absl::StrCat("--kinds: \"", k, "\" is not swa or full")));
-  if (config_path.empty()) return Fail(absl::InvalidArgumentError("--config is required"));
+      return FailCommand(absl::InvalidArgumentError(absl::StrCat("--kinds: \"", k, "\" is not swa or full")));
+  if (config_path.empty()) return FailCommand(absl::InvalidArgumentError("--config is required"));
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
-  if (!config.ok()) return Fail(config.status());
+  if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
-  if (!dims.ok()) return Fail(dims.status());
+  if (!dims.ok()) return FailCommand(dims.status());
   SetComputeThreads(config->threads());
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
-  if (!backend.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
-  if (absl::Status pst = ApplyPrecision(*config, backend->get()); !pst.ok()) return Fail(pst);
+  if (!backend.ok()) return FailCommand(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
+  if (absl::Status pst = ApplyPrecision(*config, backend->get()); !pst.ok()) return FailCommand(pst);
   Backend* be = backend->get();
   const int threads = omp_get_max_threads();
   std::printf("bench attention: %s shape (hidden %d, heads %d / kv %d, head_dim %d, ffn %d), backend %s, threads %d\n",

@@ -33,22 +33,18 @@
 #include "train/trainer.h"
 
 namespace longctx {
-namespace {
-
-int Fail(const absl::Status& st) {
+int FailCommand(const absl::Status& st) {
   std::fprintf(stderr, "longctx: error: %s\n", std::string(st.message()).c_str());
   return 1;
 }
 
-}  // namespace
-
 int RunTrainCommand(const std::string& config_path, const std::vector<std::string>& overrides) {
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
-  if (!config.ok()) return Fail(config.status());
+  if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, MakeLocalCommunicator());
-  if (!trainer.ok()) return Fail(trainer.status());
+  if (!trainer.ok()) return FailCommand(trainer.status());
   absl::StatusOr<TrainSummary> s = (*trainer)->Run();
-  if (!s.ok()) return Fail(s.status());
+  if (!s.ok()) return FailCommand(s.status());
   nlohmann::json j = {{"start_step", s->start_step},
                       {"final_step", s->final_step},
                       {"first_loss", s->first_loss},
@@ -65,44 +61,44 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
 int RunEvalCommand(const std::string& checkpoint, const std::string& data, const std::string& batch,
                    int eval_batches, const StringOptions& string) {
   absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpointForEval(checkpoint, data);
-  if (!loaded.ok()) return Fail(loaded.status());
+  if (!loaded.ok()) return FailCommand(loaded.status());
   const TrainConfig* config = &loaded->config;
   const std::unique_ptr<TokenDataset>* tokens = &loaded->tokens;
   Transformer& model = *loaded->model;
   absl::StatusOr<StringOptions> string_options = ResolveStringOptions(string, *config);
-  if (!string_options.ok()) return Fail(string_options.status());
+  if (!string_options.ok()) return FailCommand(string_options.status());
   absl::Status st = model.SetStringOptions(*string_options);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return FailCommand(st);
   DeviceBatch device_batch(loaded->backend.get());
   EvalResult result;
   if (batch == "last_train") {
     // Recompute the checkpoint_batch_loss the trainer recorded: the saved
     // weights on the first micro-batch of the last training step.
     absl::StatusOr<nlohmann::json> state = LoadTrainerState(checkpoint);
-    if (!state.ok()) return Fail(state.status());
+    if (!state.ok()) return FailCommand(state.status());
     if (!state->contains("last_batch_cursor"))
-      return Fail(absl::DataLossError(checkpoint + ": trainer_state.json has no last_batch_cursor"));
+      return FailCommand(absl::DataLossError(checkpoint + ": trainer_state.json has no last_batch_cursor"));
     absl::StatusOr<std::unique_ptr<Packer>> packer = MakeTrainPacker(*config, tokens->get());
-    if (!packer.ok()) return Fail(packer.status());
+    if (!packer.ok()) return FailCommand(packer.status());
     absl::StatusOr<PackerCursor> cursor = PackerCursorFromJson(state->at("last_batch_cursor"));
-    if (!cursor.ok()) return Fail(cursor.status());
+    if (!cursor.ok()) return FailCommand(cursor.status());
     st = (*packer)->Seek(*cursor);
-    if (!st.ok()) return Fail(st);
+    if (!st.ok()) return FailCommand(st);
     absl::StatusOr<PackedBatch> b = (*packer)->Next();
-    if (!b.ok()) return Fail(b.status());
+    if (!b.ok()) return FailCommand(b.status());
     // Retrieval rows exactly as the trainer mixed them in at that step.
     st = MixRetrievalRows(*config, tokens->get(), state->value("step", int64_t{0}), cursor->rows_emitted, &*b);
-    if (!st.ok()) return Fail(st);
+    if (!st.ok()) return FailCommand(st);
     result = EvaluateBatch(model, *b, device_batch);
   } else if (batch == "eval") {
     absl::StatusOr<std::unique_ptr<Packer>> packer = MakeEvalPacker(*config, tokens->get());
-    if (!packer.ok()) return Fail(packer.status());
+    if (!packer.ok()) return FailCommand(packer.status());
     absl::StatusOr<EvalResult> r =
         EvaluateLoss(model, **packer, device_batch, eval_batches > 0 ? eval_batches : config->eval_batches());
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) return FailCommand(r.status());
     result = *r;
   } else {
-    return Fail(absl::InvalidArgumentError("--batch must be 'eval' or 'last_train', got '" + batch + "'"));
+    return FailCommand(absl::InvalidArgumentError("--batch must be 'eval' or 'last_train', got '" + batch + "'"));
   }
   const std::string string_json =
       string_options->enabled ? absl::StrFormat(", \"string\": {\"s\": %d, \"w\": %d, \"rope_scale\": %s}",
@@ -117,9 +113,9 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
 
 int RunPlanCommand(const std::string& config_path, const std::vector<std::string>& overrides, bool json) {
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
-  if (!config.ok()) return Fail(config.status());
+  if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
-  if (!dims.ok()) return Fail(dims.status());
+  if (!dims.ok()) return FailCommand(dims.status());
   PlanOptions o;
   o.batch = config->data().batch_size();
   o.seq_len = config->data().seq_len();
@@ -135,23 +131,23 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
 
 int RunDataBuildCommand(const std::vector<std::string>& inputs, const std::string& out, const std::string& tokenizer,
                         bool split_blank_lines, int64_t max_doc_bytes) {
-  if (inputs.empty()) return Fail(absl::InvalidArgumentError("--inputs: give at least one file or directory"));
-  if (out.empty()) return Fail(absl::InvalidArgumentError("--out: give the token file to write"));
+  if (inputs.empty()) return FailCommand(absl::InvalidArgumentError("--inputs: give at least one file or directory"));
+  if (out.empty()) return FailCommand(absl::InvalidArgumentError("--out: give the token file to write"));
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(tokenizer);
-  if (!tok.ok()) return Fail(tok.status());
+  if (!tok.ok()) return FailCommand(tok.status());
   TextCorpusOptions opts;
   opts.split_on_blank_lines = split_blank_lines;
   opts.max_doc_bytes = max_doc_bytes;
   TextCorpusStats stats;
   absl::Status st = BuildTokenFileFromText(inputs, **tok, out, opts, &stats);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return FailCommand(st);
   std::printf("%s\nwrote %s\n", stats.Summary().c_str(), out.c_str());
   return 0;
 }
 
 int RunDataEncodeCommand(const std::string& tokenizer) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(tokenizer);
-  if (!tok.ok()) return Fail(tok.status());
+  if (!tok.ok()) return FailCommand(tok.status());
   std::string line, out;
   auto emit = [&] {
     out.clear();
@@ -175,27 +171,27 @@ int RunDataEncodeCommand(const std::string& tokenizer) {
     }
   }
   if (!line.empty()) emit();
-  if (std::ferror(stdin)) return Fail(absl::DataLossError("error reading stdin"));
-  return std::fflush(stdout) == 0 ? 0 : Fail(absl::DataLossError("error writing stdout"));
+  if (std::ferror(stdin)) return FailCommand(absl::DataLossError("error reading stdin"));
+  return std::fflush(stdout) == 0 ? 0 : FailCommand(absl::DataLossError("error writing stdout"));
 }
 
 int RunAnalyzePosfreqCommand(const std::string& data, int64_t seq_len, int64_t rows, double min_pairs,
                              const std::string& png, const std::string& json_out) {
-  if (data.empty()) return Fail(absl::InvalidArgumentError("--data: give the token file to analyze"));
+  if (data.empty()) return FailCommand(absl::InvalidArgumentError("--data: give the token file to analyze"));
   absl::StatusOr<TokenFileReader> tokens = TokenFileReader::Open(data);
-  if (!tokens.ok()) return Fail(tokens.status());
+  if (!tokens.ok()) return FailCommand(tokens.status());
   PosfreqOptions opts;
   opts.seq_len = seq_len;
   opts.rows = rows;
   opts.k = min_pairs;
   absl::StatusOr<PosfreqReport> report = AnalyzePositionFrequency(*tokens, opts);
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return FailCommand(report.status());
   std::printf("%s", FormatPosfreqTable(*report).c_str());
   if (!json_out.empty()) {
     std::ofstream f(json_out, std::ios::binary | std::ios::trunc);
     f << PosfreqReportToJson(*report).dump(1) << "\n";
     f.close();
-    if (!f) return Fail(absl::InternalError("writing " + json_out + ": cannot write the JSON report"));
+    if (!f) return FailCommand(absl::InternalError("writing " + json_out + ": cannot write the JSON report"));
     std::printf("wrote %s\n", json_out.c_str());
   }
   if (!png.empty()) {
@@ -227,20 +223,20 @@ int RunAnalyzePosfreqCommand(const std::string& data, int64_t seq_len, int64_t r
     plot.AddMarker(static_cast<double>(PosfreqLowThreshold(L)), absl::StrCat("L/2 = ", PosfreqLowThreshold(L)));
     plot.AddMarker(static_cast<double>(PosfreqHighThreshold(L)), absl::StrCat("3L/4 = ", PosfreqHighThreshold(L)));
     absl::Status st = plot.WritePng(png);
-    if (!st.ok()) return Fail(st);
+    if (!st.ok()) return FailCommand(st);
     std::printf("wrote %s\n", png.c_str());
   }
   return 0;
 }
 
 int RunDataCorpusCommand(const std::string& out, const std::string& brown_dir, int threads) {
-  if (out.empty()) return Fail(absl::InvalidArgumentError("--out: give the corpus directory to write"));
+  if (out.empty()) return FailCommand(absl::InvalidArgumentError("--out: give the corpus directory to write"));
   CorpusBuildOptions o;
   o.out_dir = out;
   o.brown_dir = brown_dir;
   o.threads = threads;
   absl::StatusOr<CorpusBuildSummary> s = BuildDefaultCorpus(o);
-  if (!s.ok()) return Fail(s.status());
+  if (!s.ok()) return FailCommand(s.status());
   std::printf("%s\n", s->ToJson().dump().c_str());
   return 0;
 }
@@ -248,8 +244,8 @@ int RunDataCorpusCommand(const std::string& out, const std::string& brown_dir, i
 int RunDataTokenizeCommand(const std::vector<std::string>& inputs, const std::string& out,
                            const std::string& tokenizer, int threads, const std::vector<std::string>& exclude_sets,
                            const std::vector<std::string>& include_sets, int64_t max_line_bytes) {
-  if (inputs.empty()) return Fail(absl::InvalidArgumentError("--input: give shard files or directories"));
-  if (out.empty()) return Fail(absl::InvalidArgumentError("--out: give the output directory"));
+  if (inputs.empty()) return FailCommand(absl::InvalidArgumentError("--input: give shard files or directories"));
+  if (out.empty()) return FailCommand(absl::InvalidArgumentError("--out: give the output directory"));
   TokenizeShardsOptions o;
   o.inputs = inputs;
   o.out_dir = out;
@@ -259,7 +255,7 @@ int RunDataTokenizeCommand(const std::vector<std::string>& inputs, const std::st
   o.reader.include_sets = include_sets;
   o.reader.max_line_bytes = max_line_bytes;
   absl::StatusOr<TokenizeShardsResult> r = TokenizeShards(o);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return FailCommand(r.status());
   LOG(INFO) << "tokenize: " << r->totals.Summary();
   const nlohmann::json j = {{"shards", r->shards.size()}, {"resumed", r->resumed},   {"docs", r->docs},
                             {"tokens", r->tokens},        {"seconds", r->seconds},   {"manifest", r->manifest_path},
@@ -269,12 +265,12 @@ int RunDataTokenizeCommand(const std::vector<std::string>& inputs, const std::st
 }
 
 int RunDataMergeCommand(const std::vector<std::string>& inputs, const std::string& out) {
-  if (inputs.empty()) return Fail(absl::InvalidArgumentError("--input: give token files or directories"));
-  if (out.empty()) return Fail(absl::InvalidArgumentError("--out: give the token file to write"));
+  if (inputs.empty()) return FailCommand(absl::InvalidArgumentError("--input: give token files or directories"));
+  if (out.empty()) return FailCommand(absl::InvalidArgumentError("--out: give the token file to write"));
   absl::StatusOr<TokenDataset> d = TokenDataset::Open(inputs);
-  if (!d.ok()) return Fail(d.status());
+  if (!d.ok()) return FailCommand(d.status());
   absl::Status st = WriteMergedTokenFile(*d, out);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return FailCommand(st);
   std::printf("merged %d token files: %lld documents, %lld tokens -> %s\n", d->n_files(),
               static_cast<long long>(d->n_docs()), static_cast<long long>(d->n_tokens()), out.c_str());
   return 0;
@@ -282,7 +278,7 @@ int RunDataMergeCommand(const std::vector<std::string>& inputs, const std::strin
 
 int RunProbeCommand(const ProbeCommandArgs& a) {
   absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpointForEval(a.checkpoint, a.data);
-  if (!loaded.ok()) return Fail(loaded.status());
+  if (!loaded.ok()) return FailCommand(loaded.status());
   const TrainConfig& config = loaded->config;
   ProbeSettings s;
   s.min_len = a.min_len;
@@ -295,14 +291,14 @@ int RunProbeCommand(const ProbeCommandArgs& a) {
   s.seed = a.seed;
   s.decode = !a.answer_loss_only;
   absl::StatusOr<NeedleFormat> format = NeedleFormatByName(a.format, "--format");
-  if (!format.ok()) return Fail(format.status());
+  if (!format.ok()) return FailCommand(format.status());
   s.format = *format;
-  if (absl::Status st = ValidateProbeSettings(s, "--"); !st.ok()) return Fail(st);
+  if (absl::Status st = ValidateProbeSettings(s, "--"); !st.ok()) return FailCommand(st);
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config.data().tokenizer());
-  if (!tok.ok()) return Fail(tok.status());
+  if (!tok.ok()) return FailCommand(tok.status());
   std::vector<uint32_t> docs = SplitDocuments(*loaded->tokens, config.data().eval_fraction(), /*eval_split=*/true);
   if (docs.empty())
-    return Fail(absl::FailedPreconditionError(absl::StrCat(
+    return FailCommand(absl::FailedPreconditionError(absl::StrCat(
         config.data().path(), ": the eval split (data.eval_fraction ", config.data().eval_fraction(),
         ") has no document to cut haystacks from")));
   HaystackSource haystack(loaded->tokens.get(), std::move(docs), tok->get());
@@ -310,7 +306,7 @@ int RunProbeCommand(const ProbeCommandArgs& a) {
   engine.string = a.string;
   if (engine.string.enabled && engine.string.s == 0) engine.string.s = config.data().seq_len() / 3;
   absl::StatusOr<std::unique_ptr<TransformerProbeModel>> model = TransformerProbeModel::Create(loaded->model.get(), engine);
-  if (!model.ok()) return Fail(model.status());
+  if (!model.ok()) return FailCommand(model.status());
   std::printf("longctx probe: %s | %d-needle '%s' NIAH | lengths %lld..%lld step %lld | %d trials each | "
               "haystacks from %lld eval documents%s\n",
               a.checkpoint.c_str(), s.needles, s.format.name.c_str(), static_cast<long long>(s.min_len),
@@ -335,15 +331,15 @@ int RunProbeCommand(const ProbeCommandArgs& a) {
     std::fflush(stdout);
   };
   absl::StatusOr<ProbeResult> r = RunProbe(s, haystack, **model, o);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return FailCommand(r.status());
   if (!a.json_out.empty()) {
-    if (absl::Status st = WriteProbeJson(*r, a.json_out); !st.ok()) return Fail(st);
+    if (absl::Status st = WriteProbeJson(*r, a.json_out); !st.ok()) return FailCommand(st);
     std::printf("wrote %s\n", a.json_out.c_str());
   }
   if (!a.png.empty() && s.decode) {
     const std::string title = absl::StrFormat("%s: %d-needle NIAH, effective length %d", loaded->dims.name,
                                               s.needles, r->effective_length);
-    if (absl::Status st = WriteProbeHeatmap(*r, title, a.png); !st.ok()) return Fail(st);
+    if (absl::Status st = WriteProbeHeatmap(*r, title, a.png); !st.ok()) return FailCommand(st);
     std::printf("wrote %s\n", a.png.c_str());
   }
   absl::StatusOr<nlohmann::json> state = LoadTrainerState(a.checkpoint);

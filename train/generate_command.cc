@@ -19,41 +19,32 @@
 #include "train/string_config.h"
 
 namespace longctx {
-namespace {
-
-int Fail(const absl::Status& st) {
-  std::fprintf(stderr, "longctx: error: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
-
-}  // namespace
-
 int RunGenerateCommand(const GenerateCommandArgs& a) {
-  if (a.prompt.empty()) return Fail(absl::InvalidArgumentError("--prompt: give the text to continue"));
+  if (a.prompt.empty()) return FailCommand(absl::InvalidArgumentError("--prompt: give the text to continue"));
   if (a.max_new_tokens < 0)
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--max_new_tokens: must be >= 0 (got ", a.max_new_tokens, ")")));
+    return FailCommand(absl::InvalidArgumentError(absl::StrCat("--max_new_tokens: must be >= 0 (got ", a.max_new_tokens, ")")));
   absl::Status st = ValidateSamplingOptions(a.sampling);
-  if (!st.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--", st.message())));
+  if (!st.ok()) return FailCommand(absl::InvalidArgumentError(absl::StrCat("--", st.message())));
 
   absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpointForEval(a.checkpoint, "", CheckpointData::kSkip);
-  if (!loaded.ok()) return Fail(loaded.status());
+  if (!loaded.ok()) return FailCommand(loaded.status());
   const TrainConfig& config = loaded->config;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config.data().tokenizer());
   if (!tok.ok())
-    return Fail(absl::Status(tok.status().code(), absl::StrCat(a.checkpoint, ": data.tokenizer '",
+    return FailCommand(absl::Status(tok.status().code(), absl::StrCat(a.checkpoint, ": data.tokenizer '",
                                                                config.data().tokenizer(), "': ", tok.status().message())));
   const std::vector<int32_t> prompt = (*tok)->Encode(a.prompt);
-  if (prompt.empty()) return Fail(absl::InvalidArgumentError("--prompt: encodes to no tokens"));
+  if (prompt.empty()) return FailCommand(absl::InvalidArgumentError("--prompt: encodes to no tokens"));
 
   absl::StatusOr<StringOptions> string = ResolveStringOptions(a.string, config);
-  if (!string.ok()) return Fail(string.status());
+  if (!string.ok()) return FailCommand(string.status());
   EngineOptions eo;
   eo.string = *string;
   absl::StatusOr<std::unique_ptr<InferenceEngine>> engine = InferenceEngine::Create(loaded->model.get(), eo);
-  if (!engine.ok()) return Fail(engine.status());
+  if (!engine.ok()) return FailCommand(engine.status());
 
   absl::StatusOr<std::vector<float>> logits = (*engine)->Prefill(prompt);
-  if (!logits.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prompt: ", logits.status().message())));
+  if (!logits.ok()) return FailCommand(absl::InvalidArgumentError(absl::StrCat("--prompt: ", logits.status().message())));
   Sampler sampler(a.sampling);
   const int32_t eos = (*tok)->eos_id();
   std::vector<int32_t> out;
@@ -67,7 +58,7 @@ int RunGenerateCommand(const GenerateCommandArgs& a) {
     out.push_back(next);
     if (i + 1 == a.max_new_tokens) break;
     logits = (*engine)->Decode(next);
-    if (!logits.ok()) return Fail(logits.status());
+    if (!logits.ok()) return FailCommand(logits.status());
   }
   const std::string text = (*tok)->Decode(out);
   if (a.json) {
@@ -87,7 +78,7 @@ int RunGenerateCommand(const GenerateCommandArgs& a) {
     std::fwrite(text.data(), 1, text.size(), stdout);  // may hold NUL bytes
     std::fputc('\n', stdout);
   }
-  return std::fflush(stdout) == 0 ? 0 : Fail(absl::DataLossError("error writing stdout"));
+  return std::fflush(stdout) == 0 ? 0 : FailCommand(absl::DataLossError("error writing stdout"));
 }
 
 }  // namespace longctx
