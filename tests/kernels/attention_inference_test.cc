@@ -20,6 +20,7 @@
 #include "kernels/log.h"
 #include "kernels/ops.h"
 #include "tests/support/naive_attention.h"
+#include "tests/support/op_test_util.h"
 
 namespace longctx {
 namespace {
@@ -81,18 +82,8 @@ NaiveInferenceShape ShapeOf(const Case& c) {
   return s;
 }
 
-template <class T>
-constexpr DType DTypeOf() {
-  return sizeof(T) == 4 ? DType::kF32 : DType::kF64;
-}
-
-template <class T>
-std::vector<double> RandomValues(int64_t count, std::mt19937& rng) {
-  std::normal_distribution<double> dist(0.0, 1.0);
-  std::vector<double> x(count);
-  for (double& e : x) e = static_cast<double>(static_cast<T>(dist(rng)));  // exact in T
-  return x;
-}
+using op_test::DTypeOf;
+using op_test::RandomNormalIn;
 
 // Host storage of one [rows, heads, d] tensor, dense or as a column view of a
 // wider matrix, and the view itself.
@@ -153,9 +144,9 @@ template <class T>
 void CheckInference(const Case& c) {
   const NaiveInferenceShape s = ShapeOf(c);
   std::mt19937 rng(c.seed);
-  const std::vector<double> q = RandomValues<T>(s.nq * s.heads * s.head_dim, rng),
-                            k = RandomValues<T>(s.nk * s.kv_heads * s.head_dim, rng),
-                            v = RandomValues<T>(s.nk * s.kv_heads * s.head_dim, rng);
+  const std::vector<double> q = RandomNormalIn<T>(s.nq * s.heads * s.head_dim, rng),
+                            k = RandomNormalIn<T>(s.nk * s.kv_heads * s.head_dim, rng),
+                            v = RandomNormalIn<T>(s.nk * s.kv_heads * s.head_dim, rng);
   Host<T> hq(s.nq, s.heads, s.head_dim, c.strided), ho(s.nq, s.heads, s.head_dim, c.strided),
       hk(s.nk, s.kv_heads, s.head_dim, c.strided), hv(s.nk, s.kv_heads, s.head_dim, false);
   hq.Put(q);
@@ -203,7 +194,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionInferenceTest, ::testing::ValuesIn(AllC
 TEST(AttentionInference, RowsSeeingNoKeyAreEmpty) {
   const int64_t n = 10, h = 2, d = 4;
   std::mt19937 rng(3);
-  std::vector<double> q = RandomValues<float>(n * h * d, rng), k = RandomValues<float>(n * h * d, rng);
+  std::vector<double> q = RandomNormalIn<float>(n * h * d, rng), k = RandomNormalIn<float>(n * h * d, rng);
   std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end()), o(n * h * d, 5.f), lse(h * n, 5.f);
   std::vector<int32_t> cu = {0, 4, 10};
   AttentionParams p;
@@ -225,8 +216,8 @@ template <class T>
 void CheckMerge(bool in_place) {
   const int64_t n = 23, h = 3, d = 13;
   std::mt19937 rng(in_place ? 8 : 9);
-  const std::vector<double> o1 = RandomValues<T>(n * h * d, rng), o2 = RandomValues<T>(n * h * d, rng);
-  std::vector<double> lse1 = RandomValues<T>(h * n, rng), lse2 = RandomValues<T>(h * n, rng);
+  const std::vector<double> o1 = RandomNormalIn<T>(n * h * d, rng), o2 = RandomNormalIn<T>(n * h * d, rng);
+  std::vector<double> lse1 = RandomNormalIn<T>(h * n, rng), lse2 = RandomNormalIn<T>(h * n, rng);
   const double inf = std::numeric_limits<double>::infinity();
   // Empty parts (lse = -inf with o = 0), both empty, and far-apart lse values.
   std::vector<double> o1e = o1, o2e = o2;
@@ -288,8 +279,8 @@ void CheckSplitMergesBack(int window) {
   const int64_t n = cu.back(), h = 4, hkv = 2, d = 16;
   const int s = 21;
   std::mt19937 rng(window + 5);
-  const std::vector<double> q = RandomValues<T>(n * h * d, rng), k = RandomValues<T>(n * hkv * d, rng),
-                            v = RandomValues<T>(n * hkv * d, rng);
+  const std::vector<double> q = RandomNormalIn<T>(n * h * d, rng), k = RandomNormalIn<T>(n * hkv * d, rng),
+                            v = RandomNormalIn<T>(n * hkv * d, rng);
   std::vector<T> qt(q.begin(), q.end()), kt(k.begin(), k.end()), vt(v.begin(), v.end());
   std::vector<T> o_full(n * h * d), o1(n * h * d), o2(n * h * d), l_full(h * n), l1(h * n), l2(h * n);
   std::vector<int32_t> cuv = cu;

@@ -21,6 +21,7 @@
 #include "kernels/math/online_softmax.h"
 #include "kernels/ops.h"
 #include "tests/support/naive_attention.h"
+#include "tests/support/op_test_util.h"
 
 namespace longctx {
 namespace {
@@ -77,23 +78,8 @@ NaiveAttentionShape ShapeOf(const Case& c) {
   return s;
 }
 
-template <class T>
-constexpr DType DTypeOf() {
-  return sizeof(T) == 4 ? DType::kF32 : DType::kF64;
-}
-
-// Dense double tensors; values are representable in T so the double reference
-// sees exactly what the kernel under test sees.
-template <class T>
-std::vector<double> RandomValues(int64_t count, std::mt19937& rng) {
-  std::normal_distribution<double> dist(0.0, 1.0);
-  std::vector<double> x(count);
-  for (double& e : x) {
-    do e = static_cast<double>(static_cast<T>(dist(rng)));
-    while (e == 0.0);
-  }
-  return x;
-}
+using op_test::DTypeOf;
+using op_test::RandomNormalIn;
 
 struct Inputs {
   std::vector<double> q, k, v, d_o;
@@ -103,10 +89,10 @@ template <class T>
 Inputs RandomInputs(const NaiveAttentionShape& s, uint32_t seed) {
   std::mt19937 rng(seed);
   Inputs in;
-  in.q = RandomValues<T>(s.n * s.heads * s.head_dim, rng);
-  in.k = RandomValues<T>(s.n * s.kv_heads * s.head_dim, rng);
-  in.v = RandomValues<T>(s.n * s.kv_heads * s.head_dim, rng);
-  in.d_o = RandomValues<T>(s.n * s.heads * s.head_dim, rng);
+  in.q = RandomNormalIn<T>(s.n * s.heads * s.head_dim, rng);
+  in.k = RandomNormalIn<T>(s.n * s.kv_heads * s.head_dim, rng);
+  in.v = RandomNormalIn<T>(s.n * s.kv_heads * s.head_dim, rng);
+  in.d_o = RandomNormalIn<T>(s.n * s.heads * s.head_dim, rng);
   return in;
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -28,8 +29,21 @@ constexpr double kGradTol = 1e-6;  // max relative error of a finite-difference 
 constexpr double kF32Tol = 1e-5;   // F32 vs F64, relative
 
 template <class T>
-DType DTypeOf() {
+constexpr DType DTypeOf() {
   return sizeof(T) == 4 ? DType::kF32 : DType::kF64;
+}
+
+// count N(0, 1) draws, each rounded to T and never 0, held in double: a double
+// reference then sees exactly what the kernel under test sees in T.
+template <class T>
+std::vector<double> RandomNormalIn(int64_t count, std::mt19937& rng) {
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::vector<double> x(count);
+  for (double& e : x) {
+    do e = static_cast<double>(static_cast<T>(dist(rng)));
+    while (e == 0.0);
+  }
+  return x;
 }
 
 template <class T, class U>
