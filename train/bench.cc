@@ -23,10 +23,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/status_macros.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
+#include "kernels/status_macros.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"
@@ -41,7 +41,6 @@ namespace longctx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -216,7 +215,8 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
 
   // (b) The model, as the trainer builds it.
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
-  if (!backend.ok()) return FailCommand(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
+  if (!backend.ok())
+    return FailCommand(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
   if (absl::Status st = ApplyPrecision(*config, backend->get()); !st.ok()) return FailCommand(st);
   // --profile=true: every op of the timed steps through a timing wrapper.
   ProfilingBackend profiler(backend->get());
@@ -368,9 +368,9 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   pj["loadavg_end"] = LoadAverage();
   std::printf("%s\n", pj.dump().c_str());
   if (peer->value("params", int64_t{0}) != pc.total)
-    return FailCommand(absl::InternalError(absl::StrCat("--peer=pytorch: the reference model has ",
-                                                 peer->value("params", int64_t{0}), " parameters, longctx ", pc.total,
-                                                 ": not the same model")));
+    return FailCommand(
+        absl::InternalError(absl::StrCat("--peer=pytorch: the reference model has ", peer->value("params", int64_t{0}),
+                                         " parameters, longctx ", pc.total, ": not the same model")));
   nlohmann::ordered_json cmp;
   cmp["system"] = "comparison";
   cmp["config"] = dims->name;

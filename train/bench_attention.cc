@@ -47,7 +47,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 double Median(std::vector<double> v) {
@@ -193,7 +192,8 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   if (!dims.ok()) return FailCommand(dims.status());
   SetComputeThreads(config->threads());
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
-  if (!backend.ok()) return FailCommand(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
+  if (!backend.ok())
+    return FailCommand(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
   if (absl::Status pst = ApplyPrecision(*config, backend->get()); !pst.ok()) return FailCommand(pst);
   Backend* be = backend->get();
   const int threads = omp_get_max_threads();

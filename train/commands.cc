@@ -298,9 +298,9 @@ int RunProbeCommand(const ProbeCommandArgs& a) {
   if (!tok.ok()) return FailCommand(tok.status());
   std::vector<uint32_t> docs = SplitDocuments(*loaded->tokens, config.data().eval_fraction(), /*eval_split=*/true);
   if (docs.empty())
-    return FailCommand(absl::FailedPreconditionError(absl::StrCat(
-        config.data().path(), ": the eval split (data.eval_fraction ", config.data().eval_fraction(),
-        ") has no document to cut haystacks from")));
+    return FailCommand(absl::FailedPreconditionError(
+        absl::StrCat(config.data().path(), ": the eval split (data.eval_fraction ", config.data().eval_fraction(),
+                     ") has no document to cut haystacks from")));
   HaystackSource haystack(loaded->tokens.get(), std::move(docs), tok->get());
   EngineOptions engine;
   engine.string = a.string;

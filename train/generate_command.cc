@@ -22,7 +22,8 @@ namespace longctx {
 int RunGenerateCommand(const GenerateCommandArgs& a) {
   if (a.prompt.empty()) return FailCommand(absl::InvalidArgumentError("--prompt: give the text to continue"));
   if (a.max_new_tokens < 0)
-    return FailCommand(absl::InvalidArgumentError(absl::StrCat("--max_new_tokens: must be >= 0 (got ", a.max_new_tokens, ")")));
+    return FailCommand(
+        absl::InvalidArgumentError(absl::StrCat("--max_new_tokens: must be >= 0 (got ", a.max_new_tokens, ")")));
   absl::Status st = ValidateSamplingOptions(a.sampling);
   if (!st.ok()) return FailCommand(absl::InvalidArgumentError(absl::StrCat("--", st.message())));
 
@@ -31,8 +32,9 @@ int RunGenerateCommand(const GenerateCommandArgs& a) {
   const TrainConfig& config = loaded->config;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config.data().tokenizer());
   if (!tok.ok())
-    return FailCommand(absl::Status(tok.status().code(), absl::StrCat(a.checkpoint, ": data.tokenizer '",
-                                                               config.data().tokenizer(), "': ", tok.status().message())));
+    return FailCommand(absl::Status(
+        tok.status().code(),
+        absl::StrCat(a.checkpoint, ": data.tokenizer '", config.data().tokenizer(), "': ", tok.status().message())));
   const std::vector<int32_t> prompt = (*tok)->Encode(a.prompt);
   if (prompt.empty()) return FailCommand(absl::InvalidArgumentError("--prompt: encodes to no tokens"));
 
@@ -44,7 +46,8 @@ int RunGenerateCommand(const GenerateCommandArgs& a) {
   if (!engine.ok()) return FailCommand(engine.status());
 
   absl::StatusOr<std::vector<float>> logits = (*engine)->Prefill(prompt);
-  if (!logits.ok()) return FailCommand(absl::InvalidArgumentError(absl::StrCat("--prompt: ", logits.status().message())));
+  if (!logits.ok())
+    return FailCommand(absl::InvalidArgumentError(absl::StrCat("--prompt: ", logits.status().message())));
   Sampler sampler(a.sampling);
   const int32_t eos = (*tok)->eos_id();
   std::vector<int32_t> out;
