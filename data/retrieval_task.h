@@ -1,6 +1,6 @@
 // Why: the multi-needle needle-in-a-haystack sample (SPECS.md "Effective-length
 // probe: 4-needle NIAH") is needed twice, and both uses must agree token for
-// token: the effective-length probe (train/niah_probe.h) builds test prompts
+// token: the effective-length probe (train/probe/niah_probe.h) builds test prompts
 // from eval-split documents, and the retrieval training task
 // (data/retrieval_task_mixer.h) builds training rows in the same format from
 // train-split documents so that small models can learn to retrieve. This file

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build pkg-config git
       libabsl-dev libprotobuf-dev protobuf-compiler libzstd-dev zstd
       libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev
-      libgtest-dev libgmock-dev nlohmann-json3-dev libpng-dev libicu-dev python3
+      libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libpng-dev libicu-dev python3
       zlib1g-dev groff-base)  # zlib, groff: `longctx data corpus` (gzip docs, man pages)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -17,12 +17,12 @@
 #include "absl/strings/str_format.h"
 #include "kernels/log.h"
 #include "optim/lr_schedule.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_dir.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/checkpoint_dir.h"
 #include "train/evaluate.h"
-#include "train/niah_probe_config.h"
-#include "train/niah_probe_model.h"
-#include "train/niah_probe_report.h"
+#include "train/probe/niah_probe_config.h"
+#include "train/probe/niah_probe_model.h"
+#include "train/probe/niah_probe_report.h"
 
 namespace longctx {
 namespace {

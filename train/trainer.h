@@ -23,8 +23,8 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/device_batch.h"
-#include "train/metrics.h"
-#include "train/niah_probe.h"
+#include "train/report/metrics.h"
+#include "train/probe/niah_probe.h"
 #include "train/train.pb.h"
 
 namespace longctx {

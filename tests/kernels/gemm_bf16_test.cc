@@ -22,7 +22,7 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/math/bf16.h"
 #include "tests/support/finite_diff.h"
-#include "train/safetensors.h"
+#include "train/checkpoint/safetensors.h"
 
 namespace longctx {
 namespace cpu {

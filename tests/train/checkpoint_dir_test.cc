@@ -3,7 +3,7 @@
 // appears under its step name, an abandoned writer leaves nothing behind,
 // re-committing a step replaces it whole, and pruning keeps the newest N while
 // clearing the debris of dead processes.
-#include "train/checkpoint_dir.h"
+#include "train/checkpoint/checkpoint_dir.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
-// Why: the probe's real model adapter (train/niah_probe_model.h) must report
+// Why: the probe's real model adapter (train/probe/niah_probe_model.h) must report
 // what the model computes: its teacher-forced answer losses equal
 // −log softmax of the inference engine's all-position logits at the answer
 // positions (two different code paths: training forward vs KV-cache prefill),
 // and its greedy continuation is the argmax chain of a fresh prefill over the
 // growing sequence, stopping at the stop id. Random, perturbed weights.
-#include "train/niah_probe_model.h"
+#include "train/probe/niah_probe_model.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // Why: the probe's scoring, sweep, effective length and outputs, checked with
-// scripted fake models whose right answers are known (train/niah_probe.h).
-#include "train/niah_probe.h"
+// scripted fake models whose right answers are known (train/probe/niah_probe.h).
+#include "train/probe/niah_probe.h"
 
 #include <cmath>
 #include <regex>
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/memory_documents.h"
 #include "tests/support/test_util.h"
-#include "train/niah_probe_report.h"
+#include "train/probe/niah_probe_report.h"
 
 namespace longctx {
 namespace {

@@ -4,7 +4,7 @@
 // background, a line where the data says it is, a heatmap cell in the colour of
 // its value, the colour bar, glyph pixels; plus byte-for-byte determinism and
 // errors that name the path.
-#include "train/png_plot.h"
+#include "train/report/png_plot.h"
 
 #include <png.h>
 

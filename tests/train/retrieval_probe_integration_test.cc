@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 #include "train/config_loader.h"
-#include "train/niah_probe_config.h"
+#include "train/probe/niah_probe_config.h"
 #include "train/trainer.h"
 
 namespace longctx {

@@ -3,7 +3,7 @@
 // refused with a message naming the file and the tensor, and a write that
 // fails (full disk, size limit, permissions) must say so and leave no partial
 // file behind.
-#include "train/safetensors.h"
+#include "train/checkpoint/safetensors.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -22,10 +22,10 @@
 #include "model/config.h"
 #include "model/plan.h"
 #include "tests/support/test_util.h"
-#include "train/bench.h"
+#include "train/bench/bench.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
-#include "train/safetensors.h"
+#include "train/checkpoint/safetensors.h"
 #include "model/transformer.h"
 #include "data/packer.h"
 

@@ -1,5 +1,5 @@
 // Why: see niah_probe_model.h.
-#include "train/niah_probe_model.h"
+#include "train/probe/niah_probe_model.h"
 
 #include <algorithm>
 

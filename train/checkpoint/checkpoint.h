@@ -2,7 +2,7 @@
 // (model.safetensors with Llama tensor names + config.json) plus what longctx
 // needs to resume exactly: the full TrainConfig, AdamW moments, step and data
 // cursor. It is written to a temporary directory and renamed into place only
-// when complete (train/checkpoint_dir.h), so a crash never leaves a partial
+// when complete (train/checkpoint/checkpoint_dir.h), so a crash never leaves a partial
 // checkpoint that looks valid.
 #ifndef LONGCTX_TRAIN_CHECKPOINT_H_
 #define LONGCTX_TRAIN_CHECKPOINT_H_

@@ -1,5 +1,5 @@
 // Why: see bench_profile.h.
-#include "train/bench_profile.h"
+#include "train/bench/bench_profile.h"
 
 #include <algorithm>
 #include <vector>

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
-#include "train/niah_probe.h"
+#include "train/probe/niah_probe.h"
 
 namespace longctx {
 

@@ -1,7 +1,7 @@
 // Why: see png_plot.h. Layout is computed in whole pixels from the font
 // metrics; nothing depends on the locale, the clock or floating-point state
 // beyond plain IEEE arithmetic, so output bytes are reproducible.
-#include "train/png_plot.h"
+#include "train/report/png_plot.h"
 
 #include <png.h>
 

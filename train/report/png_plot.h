@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "train/bitmap_font.h"
+#include "train/report/bitmap_font.h"
 #include "absl/status/statusor.h"
 
 namespace longctx {

@@ -1,7 +1,7 @@
 // Why: see checkpoint.h. Weights are copied buffer by buffer to host memory and
 // streamed to safetensors with the layout's Hugging Face names; AdamW moments
 // use the same names with ".exp_avg" / ".exp_avg_sq" suffixes.
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 #include <google/protobuf/text_format.h>
 
@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/hf_config.h"
-#include "train/checkpoint_dir.h"
+#include "train/checkpoint/checkpoint_dir.h"
 #include "train/config_loader.h"
-#include "train/safetensors.h"
+#include "train/checkpoint/safetensors.h"
 
 namespace longctx {
 namespace {

@@ -1,4 +1,4 @@
-// Why: the probe (train/niah_probe.h) talks to a ProbeModel; this is the one
+// Why: the probe (train/probe/niah_probe.h) talks to a ProbeModel; this is the one
 // backed by a real Transformer. Teacher-forced answer losses are one forward
 // pass over prompt + answer with loss only on the answer targets (the same
 // ForwardBackward the trainer and `longctx eval` use). Greedy decoding is the
@@ -17,7 +17,7 @@
 #include "model/inference.h"
 #include "model/transformer.h"
 #include "train/device_batch.h"
-#include "train/niah_probe.h"
+#include "train/probe/niah_probe.h"
 
 namespace longctx {
 

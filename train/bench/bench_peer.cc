@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kernels/status_macros.h"
-#include "train/bench.h"
+#include "train/bench/bench.h"
 
 namespace longctx {
 namespace {

@@ -1,8 +1,8 @@
 // Why: see loaded_checkpoint.h.
-#include "train/loaded_checkpoint.h"
+#include "train/checkpoint/loaded_checkpoint.h"
 
 #include "absl/strings/str_cat.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/trainer.h"
 
 namespace longctx {

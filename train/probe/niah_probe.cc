@@ -1,5 +1,5 @@
 // Why: see niah_probe.h.
-#include "train/niah_probe.h"
+#include "train/probe/niah_probe.h"
 
 #include <chrono>
 #include <cmath>

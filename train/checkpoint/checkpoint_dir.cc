@@ -1,7 +1,7 @@
 // Why: see checkpoint_dir.h. Plain POSIX calls (open/fsync/rename/renameat2)
 // where durability matters, std::filesystem for listing and recursive removal;
 // every failure becomes a Status naming the path and the errno text.
-#include "train/checkpoint_dir.h"
+#include "train/checkpoint/checkpoint_dir.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -12,7 +12,7 @@
 #include "data/packer.h"
 #include "data/retrieval_task_mixer.h"
 #include "data/tokenizer.h"
-#include "train/niah_probe.h"
+#include "train/probe/niah_probe.h"
 #include "train/train.pb.h"
 
 namespace longctx {

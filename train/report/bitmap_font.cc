@@ -1,5 +1,5 @@
 // Why: see bitmap_font.h. The glyph table is the data; two small lookups read it.
-#include "train/bitmap_font.h"
+#include "train/report/bitmap_font.h"
 
 #include <cstdint>
 

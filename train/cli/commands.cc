@@ -1,5 +1,5 @@
 // Why: see commands.h.
-#include "train/commands.h"
+#include "train/cli/commands.h"
 
 #include <cstdio>
 #include <fstream>
@@ -20,15 +20,15 @@
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/plan.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/evaluate.h"
-#include "train/loaded_checkpoint.h"
-#include "train/niah_probe_config.h"
-#include "train/niah_probe_model.h"
-#include "train/niah_probe_report.h"
-#include "train/png_plot.h"
+#include "train/checkpoint/loaded_checkpoint.h"
+#include "train/probe/niah_probe_config.h"
+#include "train/probe/niah_probe_model.h"
+#include "train/probe/niah_probe_report.h"
+#include "train/report/png_plot.h"
 #include "train/string_config.h"
 #include "train/trainer.h"
 

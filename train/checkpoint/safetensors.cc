@@ -2,7 +2,7 @@
 // section is never read whole: writes stream the caller's buffers through
 // stdio, reads pread straight into the destination (or through a small
 // staging buffer when converting dtypes).
-#include "train/safetensors.h"
+#include "train/checkpoint/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -54,7 +54,7 @@ int RunAnalyzePosfreqCommand(const std::string& data, int64_t seq_len, int64_t r
 // `longctx probe --checkpoint DIR [--min_len 128] [--max_len N] [--len_step 128] [--trials N]
 //  [--needles 4] [--depth_bins 10] [--threshold 0.5] [--seed S] [--format paper|compact]
 //  [--json_out F] [--png F] [--data FILE]`: the NIAH effective-length probe
-// (train/niah_probe.h) on a checkpoint, haystacks from the eval split of its data.
+// (train/probe/niah_probe.h) on a checkpoint, haystacks from the eval split of its data.
 struct ProbeCommandArgs {
   std::string checkpoint, data, json_out, png;
   int64_t min_len = 128, max_len = 0, len_step = 128;  // max_len 0: 2 x the run's data.seq_len

@@ -1,5 +1,5 @@
 // Why: see niah_probe_report.h.
-#include "train/niah_probe_report.h"
+#include "train/probe/niah_probe_report.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "train/bitmap_font.h"
-#include "train/png_plot.h"
+#include "train/report/bitmap_font.h"
+#include "train/report/png_plot.h"
 
 namespace longctx {
 namespace {

@@ -1,5 +1,5 @@
 // Why: see metrics.h.
-#include "train/metrics.h"
+#include "train/report/metrics.h"
 
 #include <cerrno>
 #include <cstring>

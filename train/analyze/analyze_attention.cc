@@ -1,6 +1,6 @@
 // Why: see analyze_attention.h. Samples come from the eval split (the text the
 // model never trained on), as the probe's do.
-#include "train/analyze_attention.h"
+#include "train/analyze/analyze_attention.h"
 
 #include <cmath>
 #include <cstdio>
@@ -13,7 +13,7 @@
 #include "data/tokenizer.h"
 #include "model/attention_analysis.h"
 #include "model/inference.h"
-#include "train/loaded_checkpoint.h"
+#include "train/checkpoint/loaded_checkpoint.h"
 
 namespace longctx {
 namespace {

@@ -3,7 +3,7 @@
 // micro-batch, AdamW::Step; the batch is uploaded once before timing, so the
 // figure is compute only. The matmul precision is the config's (`--precision=
 // bf16`), set on the backend exactly as the trainer sets it.
-#include "train/bench.h"
+#include "train/bench/bench.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -31,8 +31,8 @@
 #include "model/plan.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
-#include "train/bench_profile.h"
-#include "train/commands.h"
+#include "train/bench/bench_profile.h"
+#include "train/cli/commands.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/trainer.h"

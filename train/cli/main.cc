@@ -11,9 +11,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "train/analyze_attention.h"
-#include "train/bench.h"
-#include "train/commands.h"
+#include "train/analyze/analyze_attention.h"
+#include "train/bench/bench.h"
+#include "train/cli/commands.h"
 
 ABSL_FLAG(std::string, config, "", "train/plan: text-format TrainConfig (configs/*.textproto)");
 ABSL_FLAG(std::string, checkpoint, "", "eval: checkpoint directory (runs/NAME/step-NNNNNNNN)");
