@@ -9,7 +9,9 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       libabsl-dev libprotobuf-dev protobuf-compiler libzstd-dev zstd
       libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev
       libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libpng-dev libicu-dev python3
-      zlib1g-dev groff-base)  # zlib, groff: `longctx data corpus` (gzip docs, man pages)
+      zlib1g-dev groff-base   # zlib, groff: `longctx data corpus` (gzip docs, man pages)
+      python3-torch)          # the PyTorch cross-checks (tests/train/torch_reference_test,
+                              # bench/torch_reference.py under /usr/bin/python3): CI runs them
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Fails when a longctx target links, or a source file includes, across a layer.
+
+Why: the include directories are global (the source root), so the compiler
+lets any file include any header, and a static library's missing link only
+shows when a binary needs the symbol. Without this check nothing stops
+model/ from reaching into kernels/cpu or data/ from including a model header,
+and the CMake link graph drifts from the design: kernels <- model <- optim <-
+train, data/ and launch/ on the kernels interface only. ctest runs it
+(tests/CMakeLists.txt), so CI does.
+
+Usage: check_layering.py SOURCE_DIR [BUILD_DIR] [--dot FILE]
+  (a) links: the direct link dependencies of every longctx_* target, from
+      `cmake --graphviz` of a throwaway configure with BUILD_DIR's options
+      (never BUILD_DIR itself: ctest may be running from it), or from --dot;
+  (b) includes: every #include in kernels/ model/ optim/ data/ launch/ train/.
+Python 3 standard library only.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# ---------------------------------------------------------------------------
+# The one table: the layers and what each may use. A layer is both a set of
+# source folders and the libraries built from them; a layer may include the
+# headers of, and link the libraries of, exactly the layers listed for it.
+#
+#   kernels/math     header-only math shared by CPU and CUDA kernels
+#                    (__host__ __device__): pure, no device, no CUDA headers.
+#   kernels          the interface: Tensor, op params, Backend, log
+#                    (library longctx_tensor; kernels/math is part of it).
+#   kernels/cpu      the CPU backend (longctx_cpu: OpenBLAS, oneDNN, OpenMP).
+#   kernels/cuda     the CUDA backend (longctx_cuda).
+#   kernels/registry MakeBackend by name (longctx_backends): knows every backend.
+#   model            computes through the Backend interface only: whoever runs
+#                    a model picks the backend, so model/ never names one.
+#   optim            updates a model's parameters, through the interface.
+#   data             corpora, tokenizers, token files: no model, no device.
+#   launch           processes and communicators: tensors, no model.
+#   train            the top layer: the trainer, checkpoints, probes, the CLI;
+#                    picks a backend by name, so it links the registry.
+#   train/bench      benchmarks must time the CPU GEMM paths themselves
+#                    (kernels/cpu/gemm_library.h, gemm_bf16.h): the one place
+#                    above kernels/ that includes a concrete backend.
+# ---------------------------------------------------------------------------
+INTERFACE = {"kernels", "kernels/math"}
+ALLOWED = {
+    "kernels/math": {"kernels/math"},
+    "kernels": INTERFACE,
+    "kernels/cpu": INTERFACE | {"kernels/cpu", "blas", "dnnl"},
+    "kernels/cuda": INTERFACE | {"kernels/cuda"},
+    "kernels/registry": INTERFACE | {"kernels/registry", "kernels/cpu", "kernels/cuda"},
+    "model": INTERFACE | {"model"},
+    "optim": INTERFACE | {"model", "optim"},
+    "data": INTERFACE | {"data"},
+    "launch": INTERFACE | {"launch"},
+    "train": INTERFACE | {"model", "optim", "data", "launch", "train",
+                          "kernels/registry", "kernels/cpu", "kernels/cuda", "blas", "dnnl"},
+}
+# Includes are stricter than links for train/: it links the backends (to
+# construct one) but only its benchmarks include a concrete backend's headers.
+INCLUDE_ALLOWED = dict(ALLOWED)
+INCLUDE_ALLOWED["train"] = ALLOWED["train"] - {"kernels/registry", "kernels/cpu", "kernels/cuda"}
+INCLUDE_ALLOWED["train/bench"] = INCLUDE_ALLOWED["train"] | {"kernels/cpu"}
+
+# Library name -> layer. A longctx_* library not listed here (or matching no
+# prefix rule below) is an error: a new library must say where it sits.
+TARGET_LAYER = {
+    "longctx_tensor": "kernels",
+    "longctx_cpu": "kernels/cpu",
+    "longctx_cuda": "kernels/cuda",
+    "longctx_backends": "kernels/registry",
+    "longctx_blas": "blas",
+    "longctx_dnnl": "dnnl",
+}
+# longctx_model_proto, longctx_train_proto, a future longctx_train_cli ... sit
+# in the layer their name starts with.
+PREFIX_LAYERS = ["model", "optim", "data", "launch", "train"]
+# Libraries that sit above every layer: they may link anything (test code).
+UNCHECKED_TARGETS = {"longctx_test_support"}
+# Only the CUDA backend talks to the CUDA runtime.
+CUDA_LINK = re.compile(r"^CUDA::")
+
+SOURCE_DIRS = ["kernels", "model", "optim", "data", "launch", "train"]
+SOURCE_EXT = (".h", ".cc", ".cu", ".cuh")
+CUDA_HEADER = re.compile(r"^(cuda|cublas|cufft|curand|cusparse|nvrtc|thrust/|cub/|device_launch)")
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
+
+
+def target_layer(name):
+    if name in TARGET_LAYER:
+        return TARGET_LAYER[name]
+    for layer in PREFIX_LAYERS:
+        if name == "longctx_" + layer or name.startswith("longctx_" + layer + "_"):
+            return layer
+    return None
+
+
+def file_layer(rel):
+    """The layer of a source file, by its path relative to the source root."""
+    parts = rel.split("/")
+    if parts[0] == "kernels":
+        if len(parts) > 2 and parts[1] in ("math", "cpu", "cuda"):
+            return "kernels/" + parts[1]
+        if rel == "kernels/backend_registry.cc":
+            return "kernels/registry"
+        return "kernels"
+    if parts[0] == "train" and len(parts) > 2 and parts[1] == "bench":
+        return "train/bench"
+    return parts[0]
+
+
+def include_layer(path):
+    """The layer a quoted include names, or None for third-party headers."""
+    parts = path.split("/")
+    if parts[0] == "kernels":
+        if len(parts) > 2 and parts[1] in ("math", "cpu", "cuda"):
+            return "kernels/" + parts[1]
+        return "kernels"
+    if parts[0] in PREFIX_LAYERS:
+        return parts[0]
+    return None
+
+
+def check_includes(src):
+    errors = []
+    for top in SOURCE_DIRS:
+        for root, dirs, files in os.walk(os.path.join(src, top)):
+            dirs.sort()
+            for f in sorted(files):
+                if not f.endswith(SOURCE_EXT):
+                    continue
+                full = os.path.join(root, f)
+                rel = os.path.relpath(full, src).replace(os.sep, "/")
+                layer = file_layer(rel)
+                allowed = INCLUDE_ALLOWED[layer]
+                with open(full, encoding="utf-8", errors="replace") as fh:
+                    for n, line in enumerate(fh, 1):
+                        m = INCLUDE_RE.match(line)
+                        if not m:
+                            continue
+                        kind, path = m.groups()
+                        close = '"' if kind == '"' else ">"
+                        where = f"{rel}:{n}: #include {kind}{path}{close}"
+                        if CUDA_HEADER.match(path) and layer != "kernels/cuda":
+                            errors.append(f"{where}: a CUDA header outside kernels/cuda "
+                                          f"(layer {layer})")
+                        if kind == '"' and f.endswith((".cu", ".cuh")) and path.startswith("absl/"):
+                            errors.append(f"{where}: nvcc code must not include Abseil")
+                        if kind != '"':
+                            continue
+                        dep = include_layer(path)
+                        if dep is not None and dep not in allowed:
+                            errors.append(f"{where}: layer {layer} may not include layer {dep} "
+                                          f"(allowed: {', '.join(sorted(allowed))})")
+    return errors
+
+
+def cache_value(build, key):
+    try:
+        with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8") as fh:
+            for line in fh:
+                m = re.match(re.escape(key) + r":[A-Z]+=(.*)$", line.rstrip("\n"))
+                if m:
+                    return m.group(1)
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def graphviz(src, build):
+    """cmake --graphviz of a throwaway configure with the build dir's options."""
+    tmp = tempfile.mkdtemp(prefix="longctx-layering-")
+    cmd = ["cmake", "-S", src, "-B", tmp, "-G", "Ninja", f"--graphviz={tmp}/deps.dot"]
+    for key in ("LONGCTX_CUDA", "LONGCTX_TESTS", "CMAKE_BUILD_TYPE", "CMAKE_CXX_COMPILER",
+                "CMAKE_CUDA_COMPILER"):
+        v = cache_value(build, key) if build else None
+        if v:
+            cmd.append(f"-D{key}={v}")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"check_layering: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
+    with open(f"{tmp}/deps.dot", encoding="utf-8") as fh:
+        text = fh.read()
+    subprocess.run(["rm", "-rf", tmp])
+    return text
+
+
+def parse_dot(text):
+    """{target: (shape, {direct link dependencies})} from a cmake --graphviz file."""
+    label, shape, deps = {}, {}, {}
+    for m in re.finditer(r'"(node\d+)" \[ label = "([^"]*)", shape = (\w+) \]', text):
+        label[m.group(1)] = m.group(2)
+        shape[m.group(2)] = m.group(3)
+    for m in re.finditer(r'"(node\d+)" -> "(node\d+)"', text):
+        a, b = label.get(m.group(1)), label.get(m.group(2))
+        if a is not None and b is not None:
+            deps.setdefault(a, set()).add(b)
+    return {t: (shape[t], deps.get(t, set())) for t in shape}
+
+
+def check_links(graph):
+    errors, checked = [], 0
+    for target in sorted(graph):
+        kind, deps = graph[target]
+        if kind == "egg" or not target.startswith("longctx_") or target in UNCHECKED_TARGETS:
+            continue  # executables and test code may link anything
+        layer = target_layer(target)
+        if layer is None:
+            errors.append(f"target {target}: no layer in scripts/check_layering.py's table; "
+                          "add it there")
+            continue
+        checked += 1
+        allowed = ALLOWED.get(layer, set())
+        for dep in sorted(deps):
+            if CUDA_LINK.match(dep) and layer != "kernels/cuda":
+                errors.append(f"target {target} (layer {layer}) links {dep}: only longctx_cuda "
+                              "may link the CUDA runtime")
+            if not dep.startswith("longctx_") or dep in UNCHECKED_TARGETS:
+                continue
+            dep_layer = target_layer(dep)
+            if dep_layer is None:
+                errors.append(f"target {target} links {dep}, which has no layer in the table")
+            elif dep_layer != layer and dep_layer not in allowed:
+                errors.append(f"target {target} (layer {layer}) links {dep} (layer {dep_layer}); "
+                              f"allowed: {', '.join(sorted(allowed))}")
+    return errors, checked
+
+
+def main(argv):
+    args, dot = [], None
+    it = iter(argv[1:])
+    for a in it:
+        if a == "--dot":
+            dot = next(it, None)
+        elif a.startswith("--dot="):
+            dot = a.split("=", 1)[1]
+        else:
+            args.append(a)
+    if not args or len(args) > 2:
+        sys.exit(__doc__)
+    src = os.path.abspath(args[0])
+    build = os.path.abspath(args[1]) if len(args) > 1 else None
+    if dot:
+        with open(dot, encoding="utf-8") as fh:
+            text = fh.read()
+    else:
+        text = graphviz(src, build)
+    graph = parse_dot(text)
+    link_errors, checked = check_links(graph)
+    if checked == 0:
+        link_errors.append("no longctx_* library found in the graphviz output: the check checked nothing")
+    include_errors = check_includes(src)
+    for e in link_errors + include_errors:
+        print("LAYERING:", e)
+    print(f"check_layering: {checked} libraries, {len(link_errors)} link and "
+          f"{len(include_errors)} include violations")
+    return 1 if link_errors or include_errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
