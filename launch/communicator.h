@@ -1,32 +1,148 @@
-// Why: data parallelism needs exactly three collectives (sum-reduce gradients,
-// broadcast initial weights, agree on a scalar). The trainer talks to this
-// interface only; a single process uses LocalCommunicator, multi-process runs
-// an MPI (CPU) or NCCL (GPU) implementation behind the same calls.
+// Why: data parallelism (DDP), ZeRO-1 and FSDP need a handful of collectives —
+// sum-reduce gradients, reduce-scatter them into shards, all-gather shards back
+// into full buffers, broadcast initial weights and bytes, and agree on scalars so
+// every rank takes the same decision. The trainer talks to this interface only:
+// a single process uses the Local communicator (world of one, every collective
+// the identity), multi-process runs Open MPI (CPU buffers, mpi_communicator.h)
+// or NCCL (CUDA buffers, nccl_communicator.h) behind the same calls.
+//
+// Contract of every collective:
+//  * Every rank of the world calls it, in the same order, with the same sizes,
+//    root and dtype. A rank that cannot (an error of its own) must not return
+//    into code that skips the collective: it calls AbortJob() (below), which
+//    ends the whole job, so that its peers never wait in a collective forever.
+//  * Errors come back as absl::Status naming the communicator, the rank and
+//    world ("mpi rank 2/4: MPI_Allreduce(...) failed: ..."). Argument errors
+//    (bad root, wrong dtype, non-contiguous tensor) are detected locally before
+//    any communication; since every rank passes the same arguments, every rank
+//    gets the same error and none is left waiting.
+//  * Only the thread that created the communicator calls it (MPI is initialized
+//    with MPI_THREAD_FUNNELED; OpenMP compute threads never communicate).
+//  * Memory: Tensors and float buffers live on device() (host memory for Local
+//    and MPI, CUDA device memory for NCCL). Scalars (doubles, int64) and
+//    BroadcastBytes are always host memory, in every implementation.
 #ifndef LONGCTX_LAUNCH_COMMUNICATOR_H_
 #define LONGCTX_LAUNCH_COMMUNICATOR_H_
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "kernels/tensor.h"
 
 namespace longctx {
 
+// A half-open range of element indices [begin, end).
+struct IndexRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// The one definition of how a flat buffer of n elements is split into `world`
+// contiguous shards (reduce-scatter, all-gather, FSDP and ZeRO state): shard r
+// is [r*q + min(r, n%world), ...) with q = n/world, i.e. the first n % world
+// ranks hold one element more than the rest. Shards are in rank order, cover
+// [0, n) exactly and may be empty (n < world). Requires n >= 0, 0 <= rank < world.
+IndexRange ShardRange(int64_t n, int rank, int world);
+// The rank whose shard holds element i (0 <= i < n).
+int ShardOwner(int64_t n, int64_t i, int world);
+
+enum class ReduceOp { kSum, kMax, kMin };
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
+
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  // In-place sum over all ranks of a dense float tensor.
+  // Rank among the processes on this node (MPI_COMM_TYPE_SHARED), and their count:
+  // which GPU to use, how many threads this node's ranks may share.
+  virtual int local_rank() const = 0;
+  virtual int local_world_size() const = 0;
+  // "local", "mpi", "nccl": for logs and error messages.
+  virtual std::string name() const = 0;
+  // Where Tensors and float buffers of this communicator live.
+  virtual Device device() const = 0;
+  // "mpi rank 2/4": the prefix of this communicator's error messages.
+  std::string Where() const;
+
+  // --- all-reduce ---------------------------------------------------------
+  // In-place sum over all ranks of a contiguous tensor: kF32 (gradients); MPI
+  // also sums kF64 and kI32. The Local communicator accepts any tensor.
   virtual absl::Status AllReduceSum(const Tensor& x) = 0;
   // In-place sum of doubles (loss sums, token counts, counters).
   virtual absl::Status AllReduceSum(double* values, int count) = 0;
+  // In-place sum / max / min of host scalars.
+  virtual absl::Status AllReduce(double* values, int64_t count, ReduceOp op) = 0;
+  virtual absl::Status AllReduce(int64_t* values, int64_t count, ReduceOp op) = 0;
+  absl::Status AllReduceSum(int64_t* values, int64_t count) { return AllReduce(values, count, ReduceOp::kSum); }
+  absl::Status AllReduceMax(double* values, int64_t count) { return AllReduce(values, count, ReduceOp::kMax); }
+  absl::Status AllReduceMin(double* values, int64_t count) { return AllReduce(values, count, ReduceOp::kMin); }
+  absl::Status AllReduceMax(int64_t* values, int64_t count) { return AllReduce(values, count, ReduceOp::kMax); }
+  absl::Status AllReduceMin(int64_t* values, int64_t count) { return AllReduce(values, count, ReduceOp::kMin); }
+
+  // --- reduce-scatter / all-gather (FSDP, ZeRO) ----------------------------
+  // full: n floats on every rank (read only). shard: ShardRange(n, rank(),
+  // world_size()).size() floats, receives the sum over ranks of full[begin, end).
+  // shard must not overlap full.
+  virtual absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) = 0;
+  // The inverse: shard holds this rank's ShardRange(n, ...) piece of a buffer of
+  // n elements of `dtype`; full (n elements) receives every rank's piece in rank
+  // order. In place when shard == full + begin (elements); otherwise they must
+  // not overlap. Any dtype (it is a copy), so the bf16 path gathers bf16.
+  virtual absl::Status AllGather(const void* shard, int64_t n, DType dtype, void* full) = 0;
+  absl::Status AllGather(const float* shard, int64_t n, float* full) { return AllGather(shard, n, DType::kF32, full); }
+
+  // --- broadcast / barrier -------------------------------------------------
+  // Root's tensor (any dtype, contiguous) copied into every rank's tensor of
+  // the same shape.
   virtual absl::Status Broadcast(const Tensor& x, int root) = 0;
+  // Root's nbytes host bytes copied into every rank's buffer.
+  virtual absl::Status BroadcastBytes(void* data, int64_t nbytes, int root) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // --- agreement -----------------------------------------------------------
+  // True on every rank iff local_ok is true on every rank: all ranks take the
+  // same decision (skip a step, stop, save) even when only one saw the reason.
+  absl::StatusOr<bool> AllAgree(bool local_ok);
+
+ protected:
+  // Shared argument checks; errors are prefixed with Where().
+  absl::Status CheckRoot(int root, const char* op) const;
+  absl::Status CheckCount(int64_t n, const void* p, const char* op) const;
+  // Contiguous, on device(), with data; f32_only: dtype kF32.
+  absl::Status CheckTensor(const Tensor& x, bool f32_only, const char* op) const;
 };
 
-// World of one: every collective is the identity.
+// World of one: every collective is the identity (reduce-scatter and
+// all-gather copy, since the one shard is the whole buffer). Any device.
 std::unique_ptr<Communicator> MakeLocalCommunicator();
+
+// The launcher that started this process, judged by its environment:
+// "openmpi" (OMPI_COMM_WORLD_SIZE), "pmix" (PMIX_RANK), "pmi" (PMI_RANK),
+// "slurm" (SLURM_PROCID and SLURM_NTASKS), or "" for none.
+std::string DetectLauncher();
+
+// The communicator for this process: MPI (device kCpu) or NCCL (kCuda; needs a
+// build with NCCL) when DetectLauncher() finds a launcher, so that
+// `mpirun -np N longctx train ...` and `srun --mpi=pmix ...` form a world; the
+// Local communicator otherwise — one process without a launcher behaves exactly
+// as before MPI existed (world of one, MPI never initialized, no MPI output).
+// MPI is finalized at process exit (atexit), after a normal return from main.
+absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(Device device = Device::kCpu);
+
+// The failure policy "a rank that fails ends the whole job non-zero with that
+// rank's message, never a hang". Prints
+//   longctx: rank R/N: error: <status message>
+// to stderr, then MPI_Abort(MPI_COMM_WORLD, 1) when MPI is initialized (the
+// launcher kills every rank, including those waiting in a collective, and
+// exits non-zero), else exit(1). The trainer and the CLI call it on an error on
+// any rank instead of returning: a rank that returned from main while its peers
+// wait in a collective would hang the job (MPI_Finalize waits for them).
+[[noreturn]] void AbortJob(const absl::Status& status);
 
 }  // namespace longctx
 

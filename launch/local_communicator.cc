@@ -1,5 +1,9 @@
 // Why: a single-process run goes through the same collective calls as a
-// distributed one, so the trainer has one code path.
+// distributed one, so the trainer has one code path. With one rank, sums, max
+// and min are the identity, the one shard is the whole buffer, and there is
+// nobody to wait for.
+#include <cstring>
+
 #include "launch/communicator.h"
 
 namespace longctx {
@@ -7,11 +11,47 @@ namespace {
 
 class LocalCommunicator final : public Communicator {
  public:
+  using Communicator::AllGather;
+  using Communicator::AllReduceSum;
+
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_world_size() const override { return 1; }
+  std::string name() const override { return "local"; }
+  // The identity works on any memory and dtype, so the tensor collectives
+  // accept every tensor, as they always have (bf16 or CUDA gradients included).
+  Device device() const override { return Device::kCpu; }
+
   absl::Status AllReduceSum(const Tensor&) override { return absl::OkStatus(); }
-  absl::Status AllReduceSum(double*, int) override { return absl::OkStatus(); }
-  absl::Status Broadcast(const Tensor&, int) override { return absl::OkStatus(); }
+  absl::Status AllReduceSum(double* values, int count) override {
+    return CheckCount(count, values, "AllReduceSum(double)");
+  }
+  absl::Status AllReduce(double* values, int64_t count, ReduceOp) override {
+    return CheckCount(count, values, "AllReduce(double)");
+  }
+  absl::Status AllReduce(int64_t* values, int64_t count, ReduceOp) override {
+    return CheckCount(count, values, "AllReduce(int64)");
+  }
+  absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) override {
+    if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
+    if (absl::Status st = CheckCount(n, shard, "ReduceScatterSum"); !st.ok()) return st;
+    if (n > 0 && shard != full) std::memmove(shard, full, static_cast<size_t>(n) * sizeof(float));
+    return absl::OkStatus();
+  }
+  absl::Status AllGather(const void* shard, int64_t n, DType dtype, void* full) override {
+    if (absl::Status st = CheckCount(n, shard, "AllGather"); !st.ok()) return st;
+    if (absl::Status st = CheckCount(n, full, "AllGather"); !st.ok()) return st;
+    if (n > 0 && shard != full) std::memmove(full, shard, static_cast<size_t>(n) * DTypeSize(dtype));
+    return absl::OkStatus();
+  }
+  absl::Status Broadcast(const Tensor&, int root) override {
+    return CheckRoot(root, "Broadcast");
+  }
+  absl::Status BroadcastBytes(void* data, int64_t nbytes, int root) override {
+    if (absl::Status st = CheckRoot(root, "BroadcastBytes"); !st.ok()) return st;
+    return CheckCount(nbytes, data, "BroadcastBytes");
+  }
   absl::Status Barrier() override { return absl::OkStatus(); }
 };
 

@@ -1,0 +1,84 @@
+// Why: the pieces of the communicator contract that do not depend on the
+// transport — the one shard layout (ShardRange), argument checks every
+// implementation shares (so they fail alike, on every rank, before any
+// communication), agreement built on an int64 min-reduction, and the launcher
+// detection the factory decides by.
+#include "launch/communicator.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace longctx {
+
+IndexRange ShardRange(int64_t n, int rank, int world) {
+  if (n < 0 || world <= 0 || rank < 0 || rank >= world) return IndexRange{0, 0};
+  const int64_t q = n / world, rem = n % world;
+  const int64_t begin = rank * q + std::min<int64_t>(rank, rem);
+  return IndexRange{begin, begin + q + (rank < rem ? 1 : 0)};
+}
+
+int ShardOwner(int64_t n, int64_t i, int world) {
+  const int64_t q = n / world, rem = n % world;
+  // The first rem shards hold q + 1 elements, the rest q.
+  const int64_t big = rem * (q + 1);
+  if (i < big) return static_cast<int>(i / (q + 1));
+  return static_cast<int>(rem + (i - big) / q);
+}
+
+std::string Communicator::Where() const {
+  return absl::StrFormat("%s rank %d/%d", name(), rank(), world_size());
+}
+
+absl::StatusOr<bool> Communicator::AllAgree(bool local_ok) {
+  int64_t v = local_ok ? 1 : 0;
+  absl::Status st = AllReduce(&v, 1, ReduceOp::kMin);
+  if (!st.ok()) return st;
+  return v == 1;
+}
+
+absl::Status Communicator::CheckRoot(int root, const char* op) const {
+  if (root < 0 || root >= world_size())
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s: root %d is not a rank of a world of %d", Where(), op, root, world_size()));
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::CheckCount(int64_t n, const void* p, const char* op) const {
+  if (n < 0) return absl::InvalidArgumentError(absl::StrFormat("%s: %s: negative count %d", Where(), op, n));
+  if (n > 0 && p == nullptr)
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s: null buffer for %d elements", Where(), op, n));
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::CheckTensor(const Tensor& x, bool f32_only, const char* op) const {
+  if (f32_only && x.dtype != DType::kF32)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s: needs a float32 tensor, got %s", Where(), op, x.DebugString()));
+  if (!x.contiguous())
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s: needs a contiguous tensor, got %s", Where(), op, x.DebugString()));
+  if (x.device != device())
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %s: tensor is on %s memory, this communicator works on %s memory (%s)", Where(), op,
+        x.device == Device::kCuda ? "CUDA" : "host", device() == Device::kCuda ? "CUDA" : "host", x.DebugString()));
+  if (x.numel() > 0 && x.data == nullptr)
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s: tensor has no data: %s", Where(), op, x.DebugString()));
+  return absl::OkStatus();
+}
+
+std::string DetectLauncher() {
+  auto has = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && v[0] != '\0';
+  };
+  if (has("OMPI_COMM_WORLD_SIZE")) return "openmpi";
+  if (has("PMIX_RANK")) return "pmix";
+  if (has("PMI_RANK")) return "pmi";
+  if (has("SLURM_PROCID") && has("SLURM_NTASKS")) return "slurm";
+  return "";
+}
+
+}  // namespace longctx
