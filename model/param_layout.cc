@@ -3,6 +3,8 @@
 // (one GEMM for all three projections) and gate|up rows one [2F, D] matrix.
 #include "model/param_layout.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/log.h"
 
@@ -78,17 +80,42 @@ int ParamLayout::Find(const std::string& name) const {
   return -1;
 }
 
-ParamStore::ParamStore(const ParamLayout* layout, Backend* backend, DType dtype)
+ElementRange ShardOf(int64_t n, int rank, int world) {
+  CHECK(world >= 1 && rank >= 0 && rank < world) << "ShardOf: rank " << rank << " of world " << world;
+  const int64_t base = n / world, extra = n % world;
+  ElementRange r;
+  r.begin = rank * base + std::min<int64_t>(rank, extra);
+  r.end = r.begin + base + (rank < extra ? 1 : 0);
+  return r;
+}
+
+ParamStore::ParamStore(const ParamLayout* layout, Backend* backend, DType dtype, bool allocate)
     : layout_(layout), backend_(backend), dtype_(dtype) {
-  for (int b = 0; b < layout->num_buffers(); ++b)
-    buffers_.emplace_back(backend, static_cast<size_t>(layout->buffer_size(b)) * DTypeSize(dtype));
+  buffers_.resize(layout->num_buffers());
+  if (allocate)
+    for (int b = 0; b < layout->num_buffers(); ++b) Allocate(b);
+}
+
+void ParamStore::Allocate(int b) {
+  if (buffers_[b].data() != nullptr) return;
+  buffers_[b] = DeviceBuffer(backend_, static_cast<size_t>(layout_->buffer_size(b)) * DTypeSize(dtype_));
+}
+
+void ParamStore::Release(int b) { buffers_[b].Reset(); }
+
+int64_t ParamStore::allocated_bytes() const {
+  int64_t n = 0;
+  for (const DeviceBuffer& d : buffers_) n += static_cast<int64_t>(d.bytes());
+  return n;
 }
 
 Tensor ParamStore::buffer(int b) const {
+  CHECK(allocated(b)) << "ParamStore: buffer " << b << " is released (allocate it before use)";
   return Tensor(buffers_[b].data(), dtype_, {layout_->buffer_size(b)}, backend_->device());
 }
 
 Tensor ParamStore::at(int b, int64_t offset, std::initializer_list<int64_t> shape) const {
+  CHECK(allocated(b)) << "ParamStore: buffer " << b << " is released (allocate it before use)";
   char* base = static_cast<char*>(buffers_[b].data()) + offset * DTypeSize(dtype_);
   Tensor t(base, dtype_, shape, backend_->device());
   CHECK_LE(offset + t.numel(), layout_->buffer_size(b));
@@ -102,12 +129,14 @@ Tensor ParamStore::slice(int index) const {
 }
 
 void ParamStore::Zero() {
-  for (int b = 0; b < layout_->num_buffers(); ++b) backend_->Fill(buffer(b), 0.0);
+  for (int b = 0; b < layout_->num_buffers(); ++b)
+    if (allocated(b)) backend_->Fill(buffer(b), 0.0);
 }
 
 double ParamStore::SumSquares() const {
   double s = 0;
-  for (int b = 0; b < layout_->num_buffers(); ++b) s += backend_->SumSquares(buffer(b));
+  for (int b = 0; b < layout_->num_buffers(); ++b)
+    if (allocated(b)) s += backend_->SumSquares(buffer(b));
   return s;
 }
 

@@ -54,18 +54,37 @@ class ParamLayout {
   int64_t final_norm_ = 0, lm_head_ = -1;
 };
 
+// The contiguous range [begin, end) of n elements that rank `rank` of `world`
+// owns when a buffer is sharded: the first n % world ranks get one extra
+// element. The same split as launch/'s ShardRange (checked in
+// tests/parallel), defined here so model/ and optim/ need not link launch/.
+struct ElementRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+ElementRange ShardOf(int64_t n, int rank, int world);
+
 // One value per parameter of a layout (parameters, gradients, AdamW moments),
-// in backend memory of one dtype.
+// in backend memory of one dtype. A buffer's storage can be released and
+// allocated again (FSDP holds a layer's full parameters and gradients only
+// while the layer runs); a released buffer must not be viewed.
 class ParamStore {
  public:
-  ParamStore(const ParamLayout* layout, Backend* backend, DType dtype);
+  // allocate = false: every buffer starts released (Allocate before use).
+  ParamStore(const ParamLayout* layout, Backend* backend, DType dtype, bool allocate = true);
   const ParamLayout& layout() const { return *layout_; }
   DType dtype() const { return dtype_; }
   Tensor buffer(int b) const;                 // 1-D view of a whole buffer
   Tensor slice(int index) const;              // shaped view of slices()[index]
   Tensor at(int buffer, int64_t offset, std::initializer_list<int64_t> shape) const;
-  void Zero();
-  double SumSquares() const;                  // over all buffers
+  void Zero();                                // every allocated buffer
+  double SumSquares() const;                  // over all allocated buffers
+  // Storage of buffer b: Allocate gives it (contents undefined) when it has
+  // none, Release frees it; both are no-ops when already in that state.
+  void Allocate(int b);
+  void Release(int b);
+  bool allocated(int b) const { return buffers_[b].data() != nullptr || layout_->buffer_size(b) == 0; }
+  int64_t allocated_bytes() const;
   // Host copies, in the store's dtype.
   void CopyFromHost(int buffer, const void* src);
   void CopyToHost(int buffer, void* dst) const;

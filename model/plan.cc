@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -282,6 +283,97 @@ nlohmann::json PlanToJson(const Plan& plan) {
                        {"backward_scratch", m.backward_scratch},
                        {"activations", m.activations},
                        {"total", m.total}};
+  return j;
+}
+
+}  // namespace longctx
+
+namespace longctx {
+
+const char* ParallelModeName(ParallelMode m) {
+  switch (m) {
+    case ParallelMode::kDdp: return "DDP";
+    case ParallelMode::kZero1: return "ZERO1";
+    case ParallelMode::kFsdp: return "FSDP";
+  }
+  return "?";
+}
+
+bool ParseParallelMode(const std::string& s, ParallelMode* out) {
+  std::string l = absl::AsciiStrToLower(s);
+  if (l == "ddp") *out = ParallelMode::kDdp;
+  else if (l == "zero1") *out = ParallelMode::kZero1;
+  else if (l == "fsdp") *out = ParallelMode::kFsdp;
+  else return false;
+  return true;
+}
+
+RankMemoryPlan PlanRankMemory(const Plan& plan, ParallelMode mode, int world, bool reshard_after_forward,
+                              int64_t rank_memory) {
+  RankMemoryPlan r;
+  r.mode = mode;
+  r.world = std::max(1, world);
+  r.reshard_after_forward = reshard_after_forward;
+  r.rank_memory = rank_memory;
+  const ParamCounts& p = plan.params;
+  const int64_t top = p.embedding + p.final_norm + p.lm_head, layer = p.per_layer, L = plan.dims.layers;
+  const int64_t W = r.world;
+  auto shard = [&](int64_t n) { return (n + W - 1) / W; };  // the largest rank's share
+  const int64_t shard_total = shard(top) + L * shard(layer), full = p.total;
+  const int64_t f = 4;
+  r.activations = plan.memory.activations;
+  switch (mode) {
+    case ParallelMode::kDdp:
+      r.weights = full * f;
+      r.grads = full * f;
+      r.optimizer = 2 * full * f;
+      break;
+    case ParallelMode::kZero1:
+      r.weights = full * f;
+      r.grads = (full + shard_total) * f;
+      r.optimizer = 2 * shard_total * f;
+      break;
+    case ParallelMode::kFsdp:
+      r.weights = shard_total * f;
+      r.grads = (shard_total + shard(std::max(top, layer))) * f;
+      r.optimizer = 2 * shard_total * f;
+      r.gathered = 2 * top * f + (reshard_after_forward ? 2 * layer : L * layer + layer) * f;
+      break;
+  }
+  r.total = r.weights + r.grads + r.optimizer + r.gathered + r.activations;
+  return r;
+}
+
+std::string FormatRankMemory(const RankMemoryPlan& r) {
+  std::string s = absl::StrFormat("per rank, %s x %d%s:\n", ParallelModeName(r.mode), r.world,
+                                  r.mode == ParallelMode::kFsdp
+                                      ? (r.reshard_after_forward ? " (reshard after forward)" : " (keep gathered layers)")
+                                      : "");
+  auto row = [&](const char* name, int64_t b, const char* note) {
+    s += absl::StrFormat("  %-22s %12s  %s\n", name, Bytes(b), note);
+  };
+  row("weights", r.weights, r.mode == ParallelMode::kFsdp ? "shard (fp32 master)" : "full");
+  row("grads", r.grads,
+      r.mode == ParallelMode::kDdp ? "full" : r.mode == ParallelMode::kZero1 ? "full + reduce-scattered shard"
+                                                                             : "shard accumulator + staging shard");
+  row("adamw m + v", r.optimizer, r.mode == ParallelMode::kDdp ? "full" : "shard");
+  if (r.mode == ParallelMode::kFsdp)
+    row("gathered", r.gathered, r.reshard_after_forward ? "buffer 0 + one layer, weights and grads"
+                                                         : "buffer 0 w+g, every layer's weights, one layer's grads");
+  row("activations", r.activations, "one micro-batch");
+  row("total", r.total, "");
+  if (r.rank_memory > 0)
+    s += absl::StrFormat("  %s in %s per rank (%.1f%%)\n", r.fits() ? "fits" : "DOES NOT FIT", Bytes(r.rank_memory),
+                         100.0 * static_cast<double>(r.total) / static_cast<double>(r.rank_memory));
+  return s;
+}
+
+nlohmann::json RankMemoryToJson(const RankMemoryPlan& r) {
+  nlohmann::json j = {{"mode", ParallelModeName(r.mode)}, {"world", r.world},
+                      {"reshard_after_forward", r.reshard_after_forward},
+                      {"weights", r.weights}, {"grads", r.grads}, {"optimizer", r.optimizer},
+                      {"gathered", r.gathered}, {"activations", r.activations}, {"total", r.total}};
+  if (r.rank_memory > 0) j["rank_memory"] = r.rank_memory, j["fits"] = r.fits();
   return j;
 }
 

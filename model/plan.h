@@ -96,6 +96,42 @@ MemoryPlan EstimateTrainingMemory(const ModelDims& dims, int64_t batch, int64_t 
                                   int64_t logits_chunk_tokens = 256);
 Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 
+// Per-rank training memory of a data-parallel run (train.proto `mode`), in
+// bytes, fp32, from what train/parallel/parallel_strategy.cc allocates:
+//  DDP:   full weights, grads, AdamW m and v on every rank.
+//  ZERO1: full weights and grads; a gradient shard; m and v for the shard.
+//  FSDP:  weight shard, gradient-shard accumulator, m and v for the shard, one
+//         reduce-scatter staging shard (largest buffer / world), plus the
+//         gathered buffers: buffer 0 (embedding, final norm, LM head) weights
+//         and grads for the whole step, and at the peak (a layer's backward)
+//         one layer's weights and grads — with reshard_after_forward false,
+//         every layer's weights (kept from forward to backward) instead.
+// Shards are the largest rank's (ShardOf gives rank 0 the extra element).
+// Not counted: the one-off full-model copy at startup/resume and the full
+// parameters gathered for a checkpoint save or the periodic probe (both
+// spikes of one full model's weights; rank 0 also gathers m and v to save).
+enum class ParallelMode { kDdp, kZero1, kFsdp };
+struct RankMemoryPlan {
+  ParallelMode mode = ParallelMode::kDdp;
+  int world = 1;
+  bool reshard_after_forward = true;
+  int64_t weights = 0;      // resident weights (full or shard)
+  int64_t grads = 0;        // resident gradients (full and/or shard)
+  int64_t optimizer = 0;    // AdamW m + v
+  int64_t gathered = 0;     // FSDP: gathered buffer 0 + layer(s) weights and grads at the peak
+  int64_t activations = 0;  // MemoryPlan::activations (one micro-batch, independent of world)
+  int64_t total = 0;
+  int64_t rank_memory = 0;  // the budget asked about; 0 = none given
+  bool fits() const { return rank_memory <= 0 || total <= rank_memory; }
+};
+const char* ParallelModeName(ParallelMode m);
+// "ddp", "zero1", "fsdp" (any case); false when unknown.
+bool ParseParallelMode(const std::string& s, ParallelMode* out);
+RankMemoryPlan PlanRankMemory(const Plan& plan, ParallelMode mode, int world, bool reshard_after_forward = true,
+                              int64_t rank_memory = 0);
+std::string FormatRankMemory(const RankMemoryPlan& r);
+nlohmann::json RankMemoryToJson(const RankMemoryPlan& r);
+
 // Human-readable table (counts with thousands separators, bytes in GiB/MiB).
 std::string FormatPlan(const Plan& plan);
 nlohmann::json PlanToJson(const Plan& plan);

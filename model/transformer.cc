@@ -251,7 +251,7 @@ absl::Status Transformer::SetStringOptions(const StringOptions& options) {
   return absl::OkStatus();
 }
 
-void Transformer::ForwardHidden(const BatchTensors& batch) {
+void Transformer::ForwardHidden(const BatchTensors& batch, bool backward) {
   const int64_t n = batch.inputs.shape[0];
   CHECK(batch.positions.shape[0] == n) << "batch tensors disagree on N";
   EnsureActivations(n);
@@ -272,10 +272,16 @@ void Transformer::ForwardHidden(const BatchTensors& batch) {
                                                << " does not restart at its segment start " << cu[s];
   }
 
+  using U = ParamResidency::Use;
+  Acquire(0, U::kForward, backward);
   EmbeddingParams emb;
   emb.ids = batch.inputs; emb.table = params_.at(0, layout_.embedding_offset(), {V, D}); emb.out = a.x[0];
   be.EmbeddingForward(emb);
-  for (int l = 0; l < dims_.layers; ++l) LayerForward(l, batch);
+  for (int l = 0; l < dims_.layers; ++l) {
+    Acquire(1 + l, U::kForward, backward);
+    LayerForward(l, batch);
+    Release(1 + l, U::kForward, backward);
+  }
 
   RmsNormParams fn;
   fn.x = a.x[dims_.layers]; fn.weight = params_.at(0, layout_.final_norm_offset(), {D});
@@ -284,10 +290,11 @@ void Transformer::ForwardHidden(const BatchTensors& batch) {
 }
 
 void Transformer::ForwardLogits(const BatchTensors& batch, const Tensor& logits) {
-  ForwardHidden(batch);
+  ForwardHidden(batch, /*backward=*/false);
   const int64_t head_off = dims_.tied ? layout_.embedding_offset() : layout_.lm_head_offset();
   backend_->Gemm({.a = acts_->xf, .b = params_.at(0, head_off, {dims_.vocab, dims_.hidden}), .c = logits,
                   .trans_b = true});
+  Release(0, ParamResidency::Use::kForward, false);
 }
 
 double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale, bool backward,
@@ -295,7 +302,7 @@ double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale
   const int64_t n = batch.inputs.shape[0];
   CHECK(batch.targets.shape[0] == n && batch.positions.shape[0] == n) << "batch tensors disagree on N";
   CHECK(!(backward && string_.enabled)) << "STRING is inference-only: no backward with STRING enabled";
-  ForwardHidden(batch);
+  ForwardHidden(batch, backward);
   Activations& a = *acts_;
   Backend& be = *backend_;
   const int64_t D = dims_.hidden, V = dims_.vocab;
@@ -310,7 +317,10 @@ double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale
     lp.grad_scale = grad_scale;
   }
   const double loss_sum = be.LmHeadLoss(lp);
+  using U = ParamResidency::Use;
+  Release(0, U::kForward, backward);
   if (!backward) return loss_sum;
+  Acquire(0, U::kBackward, true);
 
   RmsNormParams fn;
   fn.x = a.x[dims_.layers]; fn.weight = params_.at(0, layout_.final_norm_offset(), {D});
@@ -318,11 +328,16 @@ double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale
   fn.dy = a.dxn; fn.dx = a.dx; fn.accumulate_dx = false;
   fn.dweight = grads_.at(0, layout_.final_norm_offset(), {D});
   be.RmsNormBackward(fn);
-  for (int l = dims_.layers - 1; l >= 0; --l) LayerBackward(l, batch);
+  for (int l = dims_.layers - 1; l >= 0; --l) {
+    Acquire(1 + l, U::kBackward, true);
+    LayerBackward(l, batch);
+    Release(1 + l, U::kBackward, true);
+  }
 
   EmbeddingParams emb;
   emb.ids = batch.inputs; emb.table = grads_.at(0, layout_.embedding_offset(), {V, D}); emb.out = a.dx;
   be.EmbeddingBackward(emb);
+  Release(0, U::kBackward, true);
   return loss_sum;
 }
 

@@ -34,6 +34,32 @@ struct BatchTensors {
   Tensor cu_seqlens;  // I32 [segments + 1]
 };
 
+// Residency seam: a parallel strategy (FSDP) that stores only a shard of each
+// parameter buffer is told before and after every use of a buffer, so it can
+// gather the full buffer (and give it gradient storage) just in time and free
+// it after. Order within one ForwardBackward(backward = true):
+//   Acquire(0, F), then per layer l: Acquire(1+l, F) … Release(1+l, F);
+//   final norm and LM head (+ its gradient) use buffer 0; Release(0, F),
+//   Acquire(0, B); final norm backward; per layer l from the last:
+//   Acquire(1+l, B) … Release(1+l, B); embedding backward; Release(0, B).
+// Buffer 0 (embedding, final norm, LM head) is used at both ends of the pass,
+// so its Release(0, F) is immediately followed by Acquire(0, B): a strategy
+// keeps it resident across that pair instead of freeing and re-gathering.
+// Forward only (eval, ForwardLogits): Acquire(0, F), the layers' F pairs,
+// Release(0, F) after the head. Gradient buffers are written only between a
+// buffer's B pair (buffer 0: from Acquire(0, F) when backward is on, because
+// the LM head's gradient is computed with the loss). With no hook set nothing
+// is called and the computation is unchanged.
+class ParamResidency {
+ public:
+  enum class Use { kForward, kBackward };
+  virtual ~ParamResidency() = default;
+  // backward: whether this ForwardBackward will run a backward (gradient
+  // storage is needed for the buffer's B use).
+  virtual void Acquire(int buffer, Use use, bool backward) = 0;
+  virtual void Release(int buffer, Use use, bool backward) = 0;
+};
+
 class Transformer {
  public:
   Transformer(const ModelDims& dims, Backend* backend, DType dtype);
@@ -71,11 +97,16 @@ class Transformer {
   // Bytes of activation memory currently held (grows to the largest N seen).
   size_t activation_bytes() const;
 
+  // Optional residency hook (not owned; null = every buffer always resident).
+  void set_residency(ParamResidency* r) { residency_ = r; }
+  ParamResidency* residency() const { return residency_; }
+
  private:
   struct Activations;
   void EnsureActivations(int64_t n);
-  // Embedding, every layer and the final norm (into the activations).
-  void ForwardHidden(const BatchTensors& batch);
+  // Embedding, every layer and the final norm (into the activations). Buffer
+  // 0 is acquired here and left resident for the caller's LM head.
+  void ForwardHidden(const BatchTensors& batch, bool backward);
   void LayerForward(int l, const BatchTensors& batch);
   void LayerBackward(int l, const BatchTensors& batch);
 
@@ -89,6 +120,13 @@ class Transformer {
   LayerAttention attention_;
   StringOptions string_;
   std::vector<int32_t> positions_host_;  // STRING only: the batch's positions on the host
+  ParamResidency* residency_ = nullptr;
+  void Acquire(int b, ParamResidency::Use u, bool backward) {
+    if (residency_) residency_->Acquire(b, u, backward);
+  }
+  void Release(int b, ParamResidency::Use u, bool backward) {
+    if (residency_) residency_->Release(b, u, backward);
+  }
 };
 
 }  // namespace longctx

@@ -1,0 +1,350 @@
+// Why: see parallel_strategy.h. The three strategies share the collectives of
+// collectives.h and the optimizers of optim/; each keeps its own storage.
+#include "train/parallel/parallel_strategy.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/log.h"
+#include "train/parallel/collectives.h"
+
+namespace longctx {
+
+AdamWSettings AdamWSettingsFromConfig(const TrainConfig& config) {
+  AdamWSettings s;
+  s.beta1 = config.optim().beta1();
+  s.beta2 = config.optim().beta2();
+  s.eps = config.optim().eps();
+  s.weight_decay = config.optim().weight_decay();
+  s.grad_clip = config.optim().grad_clip();
+  s.decay_norms = config.optim().decay_norms();
+  return s;
+}
+
+uint64_t HashParameters(Transformer& model) {
+  uint64_t h = 1469598103934665603ull;
+  std::vector<unsigned char> host;
+  for (int b = 0; b < model.layout().num_buffers(); ++b) {
+    if (!model.params().allocated(b)) continue;
+    const Tensor t = model.params().buffer(b);
+    host.resize(t.nbytes());
+    model.backend()->CopyToHost(host.data(), t);
+    for (unsigned char c : host) h = (h ^ c) * 1099511628211ull;
+  }
+  return h;
+}
+
+namespace {
+
+ReduceDoublesFn ReduceOver(Communicator* comm) {
+  return [comm](double* v, int n) { return comm->AllReduceSum(v, n); };
+}
+
+// Gathers full moments from shards into `full` on every rank (collective);
+// the caller keeps it only on rank 0.
+absl::Status GatherMoments(Communicator& comm, Backend& be, const ShardedAdamW& opt, AdamW* full) {
+  for (int b = 0; b < opt.num_buffers(); ++b) {
+    absl::Status st = AllGather(comm, be, opt.m_shard(b), full->m().buffer(b));
+    if (st.ok()) st = AllGather(comm, be, opt.v_shard(b), full->v().buffer(b));
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("optimizer moments, buffer ", b, ": ", st.message()));
+  }
+  full->set_step(opt.step());
+  return absl::OkStatus();
+}
+
+void TakeMoments(Backend& be, const AdamW& full, ShardedAdamW* opt) {
+  AdamW& f = const_cast<AdamW&>(full);
+  for (int b = 0; b < opt->num_buffers(); ++b) {
+    if (opt->range(b).size() == 0) continue;
+    be.Copy(opt->m_shard(b), RangeView(f.m().buffer(b), opt->range(b)));
+    be.Copy(opt->v_shard(b), RangeView(f.v().buffer(b), opt->range(b)));
+  }
+  opt->set_step(full.step());
+}
+
+// ---------------------------------------------------------------- DDP
+class DdpStrategy : public ParallelStrategy {
+ public:
+  DdpStrategy(const TrainConfig& c, Transformer* m, Communicator* comm)
+      : model_(m), comm_(comm),
+        opt_(std::make_unique<AdamW>(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c))) {}
+  absl::Status Setup() override { return absl::OkStatus(); }
+  void BeginStep() override { model_->grads().Zero(); }
+  absl::Status FinishBackward() override {
+    Backend& be = *model_->backend();
+    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
+      const Tensor g = model_->grads().buffer(b);
+      absl::Status st;
+      if (comm_->world_size() == 1) {
+        st = comm_->AllReduceSum(g);  // today's single-process path (identity)
+      } else {
+        // Reduce-scatter then all-gather in place: each element is summed once
+        // (by its owner's reduction) and every rank receives those bits.
+        const Tensor mine = RangeView(g, ShardOf(g.numel(), comm_->rank(), comm_->world_size()));
+        st = ReduceScatterSum(*comm_, be, g, mine);
+        if (st.ok()) st = AllGather(*comm_, be, mine, g);
+      }
+      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("DDP gradient sync, buffer ", b, ": ", st.message()));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<StepStats> OptimizerStep(double lr) override {
+    return opt_->Step(model_->params(), model_->grads(), lr);
+  }
+  absl::Status GatherFullParameters() override { return absl::OkStatus(); }
+  void ReleaseFullParameters() override {}
+  absl::StatusOr<const AdamW*> FullOptimizerOnRoot() override {
+    return comm_->rank() == 0 ? opt_.get() : nullptr;
+  }
+  absl::Status LoadFullOptimizer(const AdamW& full) override {
+    AdamW& f = const_cast<AdamW&>(full);
+    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
+      model_->backend()->Copy(opt_->m().buffer(b), f.m().buffer(b));
+      model_->backend()->Copy(opt_->v().buffer(b), f.v().buffer(b));
+    }
+    opt_->set_step(full.step());
+    return absl::OkStatus();
+  }
+  AdamW* replicated_optimizer() override { return opt_.get(); }
+  int64_t optimizer_step() const override { return opt_->step(); }
+  void set_optimizer_step(int64_t s) override { opt_->set_step(s); }
+  int64_t state_bytes() const override {
+    return model_->params().allocated_bytes() + model_->grads().allocated_bytes() + opt_->m().allocated_bytes() +
+           opt_->v().allocated_bytes();
+  }
+  const char* name() const override { return "DDP"; }
+
+ private:
+  Transformer* model_;
+  Communicator* comm_;
+  std::unique_ptr<AdamW> opt_;
+};
+
+// ---------------------------------------------------------------- ZeRO-1
+class Zero1Strategy : public ParallelStrategy {
+ public:
+  Zero1Strategy(const TrainConfig& c, Transformer* m, Communicator* comm)
+      : config_(c), model_(m), comm_(comm),
+        opt_(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c), comm->rank(),
+             comm->world_size()) {
+    for (int b = 0; b < opt_.num_buffers(); ++b)
+      grad_shards_.emplace_back(m->backend(), static_cast<size_t>(opt_.range(b).size()) * sizeof(float));
+  }
+  absl::Status Setup() override { return absl::OkStatus(); }
+  void BeginStep() override { model_->grads().Zero(); }
+  absl::Status FinishBackward() override {
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      absl::Status st = ReduceScatterSum(*comm_, *model_->backend(), model_->grads().buffer(b), GradShard(b));
+      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("ZeRO-1 reduce-scatter, buffer ", b, ": ", st.message()));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<StepStats> OptimizerStep(double lr) override {
+    std::vector<Tensor> p, g;
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      p.push_back(RangeView(model_->params().buffer(b), opt_.range(b)));
+      g.push_back(GradShard(b));
+    }
+    absl::StatusOr<StepStats> st = opt_.Step(p, g, lr, ReduceOver(comm_));
+    if (!st.ok()) return st.status();
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      absl::Status s = AllGather(*comm_, *model_->backend(), p[b], model_->params().buffer(b));
+      if (!s.ok()) return absl::Status(s.code(), absl::StrCat("ZeRO-1 parameter all-gather, buffer ", b, ": ", s.message()));
+    }
+    return st;
+  }
+  absl::Status GatherFullParameters() override { return absl::OkStatus(); }
+  void ReleaseFullParameters() override {}
+  absl::StatusOr<const AdamW*> FullOptimizerOnRoot() override {
+    full_ = std::make_unique<AdamW>(&model_->layout(), model_->backend(), DType::kF32, opt_.settings());
+    absl::Status st = GatherMoments(*comm_, *model_->backend(), opt_, full_.get());
+    if (!st.ok()) return st;
+    if (comm_->rank() != 0) full_.reset();
+    return full_.get();
+  }
+  absl::Status LoadFullOptimizer(const AdamW& full) override {
+    TakeMoments(*model_->backend(), full, &opt_);
+    return absl::OkStatus();
+  }
+  int64_t optimizer_step() const override { return opt_.step(); }
+  void set_optimizer_step(int64_t s) override { opt_.set_step(s); }
+  int64_t state_bytes() const override {
+    int64_t g = 0;
+    for (const DeviceBuffer& d : grad_shards_) g += d.bytes();
+    return model_->params().allocated_bytes() + model_->grads().allocated_bytes() + g + opt_.state_bytes();
+  }
+  const char* name() const override { return "ZERO1"; }
+
+ private:
+  Tensor GradShard(int b) const {
+    return Tensor(grad_shards_[b].data(), DType::kF32, {opt_.range(b).size()}, model_->backend()->device());
+  }
+  TrainConfig config_;
+  Transformer* model_;
+  Communicator* comm_;
+  ShardedAdamW opt_;
+  std::vector<DeviceBuffer> grad_shards_;
+  std::unique_ptr<AdamW> full_;  // rank 0, between FullOptimizerOnRoot calls
+};
+
+// ---------------------------------------------------------------- FSDP
+class FsdpStrategy : public ParallelStrategy, public ParamResidency {
+ public:
+  FsdpStrategy(const TrainConfig& c, Transformer* m, Communicator* comm)
+      : model_(m), comm_(comm), reshard_after_forward_(c.fsdp_reshard_after_forward()),
+        opt_(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c), comm->rank(),
+             comm->world_size()) {
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      const size_t bytes = static_cast<size_t>(opt_.range(b).size()) * sizeof(float);
+      param_shards_.emplace_back(m->backend(), bytes);
+      grad_shards_.emplace_back(m->backend(), bytes);
+    }
+  }
+  ~FsdpStrategy() override {
+    if (model_->residency() == this) model_->set_residency(nullptr);
+  }
+
+  absl::Status Setup() override {
+    Backend& be = *model_->backend();
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      if (opt_.range(b).size() > 0) be.Copy(ParamShard(b), RangeView(model_->params().buffer(b), opt_.range(b)));
+      model_->params().Release(b);
+      model_->grads().Release(b);
+    }
+    model_->set_residency(this);
+    return absl::OkStatus();
+  }
+  void BeginStep() override {
+    for (int b = 0; b < opt_.num_buffers(); ++b)
+      if (opt_.range(b).size() > 0) model_->backend()->Fill(GradShard(b), 0.0);
+  }
+  absl::Status FinishBackward() override { return hook_status_; }
+  absl::StatusOr<StepStats> OptimizerStep(double lr) override {
+    if (!hook_status_.ok()) return hook_status_;
+    std::vector<Tensor> p, g;
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      p.push_back(ParamShard(b));
+      g.push_back(GradShard(b));
+    }
+    return opt_.Step(p, g, lr, ReduceOver(comm_));
+  }
+  absl::Status GatherFullParameters() override {
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      absl::Status st = Gather(b);
+      if (!st.ok()) return st;
+    }
+    all_resident_ = true;
+    return absl::OkStatus();
+  }
+  void ReleaseFullParameters() override {
+    all_resident_ = false;
+    for (int b = 0; b < opt_.num_buffers(); ++b) model_->params().Release(b);
+  }
+  absl::StatusOr<const AdamW*> FullOptimizerOnRoot() override {
+    full_ = std::make_unique<AdamW>(&model_->layout(), model_->backend(), DType::kF32, opt_.settings());
+    absl::Status st = GatherMoments(*comm_, *model_->backend(), opt_, full_.get());
+    if (!st.ok()) return st;
+    if (comm_->rank() != 0) full_.reset();
+    return full_.get();
+  }
+  absl::Status LoadFullOptimizer(const AdamW& full) override {
+    TakeMoments(*model_->backend(), full, &opt_);
+    return absl::OkStatus();
+  }
+  int64_t optimizer_step() const override { return opt_.step(); }
+  void set_optimizer_step(int64_t s) override { opt_.set_step(s); }
+  int64_t state_bytes() const override {
+    int64_t n = model_->params().allocated_bytes() + model_->grads().allocated_bytes() + opt_.state_bytes();
+    for (int b = 0; b < opt_.num_buffers(); ++b) n += param_shards_[b].bytes() + grad_shards_[b].bytes();
+    n += grad_tmp_.bytes();
+    return n;
+  }
+  const char* name() const override { return "FSDP"; }
+
+  // ParamResidency.
+  void Acquire(int b, Use use, bool backward) override {
+    if (!hook_status_.ok()) return;
+    if (!model_->params().allocated(b)) Note(Gather(b));
+    if (use == Use::kBackward || (b == 0 && backward)) {
+      if (!model_->grads().allocated(b)) {
+        model_->grads().Allocate(b);
+        model_->backend()->Fill(model_->grads().buffer(b), 0.0);
+      }
+    }
+  }
+  void Release(int b, Use use, bool backward) override {
+    if (all_resident_) {
+      if (use == Use::kBackward) Note(ReduceGradient(b));
+      return;
+    }
+    if (use == Use::kForward) {
+      // Buffer 0 stays for the backward; a layer stays when configured so.
+      if (backward && (b == 0 || !reshard_after_forward_)) return;
+      model_->params().Release(b);
+      return;
+    }
+    Note(ReduceGradient(b));
+    model_->params().Release(b);
+  }
+
+ private:
+  void Note(absl::Status st) {
+    if (hook_status_.ok() && !st.ok()) hook_status_ = st;
+  }
+  absl::Status Gather(int b) {
+    model_->params().Allocate(b);
+    absl::Status st = AllGather(*comm_, *model_->backend(), ParamShard(b), model_->params().buffer(b));
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("FSDP gather of buffer ", b, ": ", st.message()));
+    return absl::OkStatus();
+  }
+  // Sum this micro-batch's gradient of buffer b over ranks into the shard
+  // accumulator and free the full gradient buffer.
+  absl::Status ReduceGradient(int b) {
+    if (!model_->grads().allocated(b)) return absl::OkStatus();
+    Backend& be = *model_->backend();
+    const int64_t n = opt_.range(b).size();
+    if (grad_tmp_.bytes() < static_cast<size_t>(n) * sizeof(float))
+      grad_tmp_ = DeviceBuffer(&be, static_cast<size_t>(n) * sizeof(float));
+    const Tensor tmp(grad_tmp_.data(), DType::kF32, {n}, be.device());
+    absl::Status st = ReduceScatterSum(*comm_, be, model_->grads().buffer(b), tmp);
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("FSDP reduce-scatter of buffer ", b, ": ", st.message()));
+    if (n > 0) be.Axpy(GradShard(b), 1.0, tmp);
+    model_->grads().Release(b);
+    return absl::OkStatus();
+  }
+  Tensor ParamShard(int b) const {
+    return Tensor(param_shards_[b].data(), DType::kF32, {opt_.range(b).size()}, model_->backend()->device());
+  }
+  Tensor GradShard(int b) const {
+    return Tensor(grad_shards_[b].data(), DType::kF32, {opt_.range(b).size()}, model_->backend()->device());
+  }
+
+  Transformer* model_;
+  Communicator* comm_;
+  bool reshard_after_forward_;
+  ShardedAdamW opt_;
+  std::vector<DeviceBuffer> param_shards_, grad_shards_;
+  DeviceBuffer grad_tmp_;  // one micro-batch's reduced shard, the largest buffer's size
+  std::unique_ptr<AdamW> full_;
+  absl::Status hook_status_;
+  bool all_resident_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ParallelStrategy>> MakeParallelStrategy(const TrainConfig& config, Transformer* model,
+                                                                       Communicator* comm) {
+  switch (config.mode()) {
+    case DDP:
+      return std::unique_ptr<ParallelStrategy>(new DdpStrategy(config, model, comm));
+    case ZERO1:
+      return std::unique_ptr<ParallelStrategy>(new Zero1Strategy(config, model, comm));
+    case FSDP:
+      return std::unique_ptr<ParallelStrategy>(new FsdpStrategy(config, model, comm));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("mode: unknown parallel mode ", static_cast<int>(config.mode()),
+                                                 " (DDP, ZERO1 or FSDP)"));
+}
+
+}  // namespace longctx

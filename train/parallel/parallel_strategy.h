@@ -1,0 +1,84 @@
+// Why: how a step's gradients become the next parameters differs between the
+// three data-parallel modes of train.proto's `mode`, and nothing else in the
+// trainer should care which one runs. A ParallelStrategy owns that part:
+//  * DDP: every rank holds everything. Gradients of each buffer are summed by
+//    reduce-scatter + all-gather (collectives.h), so every rank receives the
+//    same bits and the replicated AdamW keeps the parameters bitwise equal on
+//    every rank. One process = today's all-reduce (a no-op) + AdamW, bit for bit.
+//  * ZERO1: parameters and gradients replicated; gradients reduce-scattered;
+//    ShardedAdamW updates this rank's range of each buffer; the parameters are
+//    all-gathered.
+//  * FSDP: each rank stores ShardOf of every buffer (parameters, gradient
+//    accumulator, AdamW moments). As a Transformer residency hook it gathers a
+//    layer's buffer before its forward and again before its backward (or keeps
+//    it when fsdp_reshard_after_forward is false), gives it gradient storage
+//    for the backward, reduce-scatters the gradient into the shard accumulator
+//    right after the layer's backward and frees the full buffers. Buffer 0
+//    (embedding, final norm, LM head) is used at both ends of the pass, so it
+//    stays gathered from the start of the forward to the end of the backward.
+// Clipping uses the global norm: the sum of squares of the local gradient
+// shards, summed over ranks. Full-weight consumers (periodic probe, checkpoint
+// save) call GatherFullParameters/ReleaseFullParameters around their use on
+// every rank (a memory spike of one full model per rank, documented).
+#ifndef LONGCTX_TRAIN_PARALLEL_PARALLEL_STRATEGY_H_
+#define LONGCTX_TRAIN_PARALLEL_PARALLEL_STRATEGY_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+#include "launch/communicator.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
+#include "optim/sharded_adamw.h"
+#include "train/train.pb.h"
+
+namespace longctx {
+
+class ParallelStrategy {
+ public:
+  virtual ~ParallelStrategy() = default;
+  // The model's parameters are full and identical on every rank when this is
+  // called (after init or resume): sharded modes keep their shard; FSDP frees
+  // the full buffers and installs itself as the model's residency hook.
+  virtual absl::Status Setup() = 0;
+  // Before a step's first micro-batch (zeroes whatever accumulates gradients).
+  virtual void BeginStep() = 0;
+  // After the step's last micro-batch backward: gradients summed over ranks
+  // (DDP/ZeRO-1 reduce here; FSDP has reduced per layer and reports any error
+  // its hook met).
+  virtual absl::Status FinishBackward() = 0;
+  // Clip by the global norm and update; afterwards every rank's (shard of the)
+  // parameters is current.
+  virtual absl::StatusOr<StepStats> OptimizerStep(double lr) = 0;
+  // Full parameters in model.params() on every rank until Release (collective).
+  virtual absl::Status GatherFullParameters() = 0;
+  virtual void ReleaseFullParameters() = 0;
+  // Full AdamW moments (and step) gathered to rank 0 for a checkpoint; null on
+  // other ranks, and the strategy's own AdamW for DDP (collective).
+  virtual absl::StatusOr<const AdamW*> FullOptimizerOnRoot() = 0;
+  // Resume: take the moments from a full AdamW loaded from a checkpoint.
+  virtual absl::Status LoadFullOptimizer(const AdamW& full) = 0;
+  // DDP: its replicated AdamW (a checkpoint's moments load straight into it);
+  // null for the sharded modes (use LoadFullOptimizer).
+  virtual AdamW* replicated_optimizer() { return nullptr; }
+  virtual int64_t optimizer_step() const = 0;
+  virtual void set_optimizer_step(int64_t s) = 0;
+  // Bytes this rank holds for parameters, gradients and optimizer state now.
+  virtual int64_t state_bytes() const = 0;
+  virtual const char* name() const = 0;
+};
+
+// mode DDP: the model's own AdamW (optimizer may be replaced by LoadFullOptimizer).
+absl::StatusOr<std::unique_ptr<ParallelStrategy>> MakeParallelStrategy(const TrainConfig& config,
+                                                                       Transformer* model, Communicator* comm);
+// AdamW settings from config.optim.
+AdamWSettings AdamWSettingsFromConfig(const TrainConfig& config);
+// FNV-1a 64 of every parameter buffer's bytes (DDP equality check).
+uint64_t HashParameters(Transformer& model);
+
+}  // namespace longctx
+
+#endif  // LONGCTX_TRAIN_PARALLEL_PARALLEL_STRATEGY_H_
