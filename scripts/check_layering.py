@@ -81,12 +81,16 @@ TARGET_LAYER = {
 PREFIX_LAYERS = ["model", "optim", "data", "launch", "train"]
 # Libraries that sit above every layer: they may link anything (test code).
 UNCHECKED_TARGETS = {"longctx_test_support"}
-# Only the CUDA backend talks to the CUDA runtime.
+# The CUDA stack (runtime, cuBLAS, NCCL): the CUDA backend's kernels, and
+# launch/'s NCCL communicator, which moves device buffers (cudaStream_t,
+# nccl*). Nothing else may include its headers or link it: a model, optimizer
+# or trainer reaches the device only through the Backend and the Communicator.
+CUDA_LAYERS = {"kernels/cuda", "launch"}
 CUDA_LINK = re.compile(r"^CUDA::")
 
 SOURCE_DIRS = ["kernels", "model", "optim", "data", "launch", "train"]
 SOURCE_EXT = (".h", ".cc", ".cu", ".cuh")
-CUDA_HEADER = re.compile(r"^(cuda|cublas|cufft|curand|cusparse|nvrtc|thrust/|cub/|device_launch)")
+CUDA_HEADER = re.compile(r"^(cuda|cublas|cufft|curand|cusparse|nvrtc|nccl|thrust/|cub/|device_launch)")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 
 
@@ -145,9 +149,9 @@ def check_includes(src):
                         kind, path = m.groups()
                         close = '"' if kind == '"' else ">"
                         where = f"{rel}:{n}: #include {kind}{path}{close}"
-                        if CUDA_HEADER.match(path) and layer != "kernels/cuda":
-                            errors.append(f"{where}: a CUDA header outside kernels/cuda "
-                                          f"(layer {layer})")
+                        if CUDA_HEADER.match(path) and layer not in CUDA_LAYERS:
+                            errors.append(f"{where}: a CUDA header outside "
+                                          f"{' and '.join(sorted(CUDA_LAYERS))} (layer {layer})")
                         if kind == '"' and f.endswith((".cu", ".cuh")) and path.startswith("absl/"):
                             errors.append(f"{where}: nvcc code must not include Abseil")
                         if kind != '"':
@@ -216,9 +220,9 @@ def check_links(graph):
         checked += 1
         allowed = ALLOWED.get(layer, set())
         for dep in sorted(deps):
-            if CUDA_LINK.match(dep) and layer != "kernels/cuda":
-                errors.append(f"target {target} (layer {layer}) links {dep}: only longctx_cuda "
-                              "may link the CUDA runtime")
+            if CUDA_LINK.match(dep) and layer not in CUDA_LAYERS:
+                errors.append(f"target {target} (layer {layer}) links {dep}: only "
+                              f"{' and '.join(sorted(CUDA_LAYERS))} may link the CUDA stack")
             if not dep.startswith("longctx_") or dep in UNCHECKED_TARGETS:
                 continue
             dep_layer = target_layer(dep)
