@@ -1,18 +1,48 @@
 // Why: the one interface between model code and a device. The model, optimizer
 // and trainer only ever call a Backend; the CPU backend (kernels/cpu) is always
 // built and is the reference every other backend is tested against.
+// Settings that shape how a backend computes (host threads, which GEMM library
+// runs the products) are BackendOptions given when it is made and owned by the
+// backend object: no process-wide switch or environment variable in the
+// kernels, so two backends in one process (or ranks with their own thread
+// budgets) never see each other's settings.
 #ifndef LONGCTX_KERNELS_BACKEND_H_
 #define LONGCTX_KERNELS_BACKEND_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"
 
 namespace longctx {
+
+// The library that computes F32 products on the CPU. kAuto = oneDNN's sgemm
+// (faster on this project's machines, kernels/cpu/gemm_library.h says why).
+enum class GemmLibrary : uint8_t { kAuto = 0, kOneDnn = 1, kOpenBlas = 2 };
+// How MatmulPrecision::kBF16 products run on the CPU (kernels/cpu/gemm_bf16.h).
+// kAuto = oneDNN where the CPU has bf16 dot products, else rounded sgemm.
+enum class Bf16GemmLibrary : uint8_t { kAuto = 0, kOneDnn = 1, kRoundedSgemm = 2 };
+
+struct BackendOptions {
+  // Host threads of the backend's ops (OpenMP regions and BLAS calls);
+  // 0 = the libraries' defaults (all cores). Runs that must agree bit for bit
+  // (resume, eval of a checkpoint) use the same count.
+  int threads = 0;
+  GemmLibrary gemm = GemmLibrary::kAuto;           // CPU only; other backends take kAuto
+  Bf16GemmLibrary bf16_gemm = Bf16GemmLibrary::kAuto;  // CPU only
+};
+
+// "auto", "onednn", "openblas" / "auto", "onednn", "sgemm" (or
+// "rounded-sgemm"); InvalidArgument naming the accepted values otherwise.
+absl::StatusOr<GemmLibrary> ParseGemmLibrary(std::string_view name);
+absl::StatusOr<Bf16GemmLibrary> ParseBf16GemmLibrary(std::string_view name);
+const char* GemmLibraryName(GemmLibrary library);          // "auto", "onednn", "openblas"
+const char* Bf16GemmLibraryName(Bf16GemmLibrary library);  // "auto", "onednn", "rounded-sgemm"
 
 class Backend {
  public:
@@ -58,12 +88,44 @@ class Backend {
     return absl::UnimplementedError(name() + " backend: no bf16 matmul path");
   }
   virtual MatmulPrecision matmul_precision() const { return MatmulPrecision::kF32; }
+
+  // The options this backend runs with, kAuto choices resolved where the
+  // backend resolves them (the CPU backend names its libraries).
+  virtual BackendOptions options() const { return {}; }
+  // Changes the host thread count of later ops (0 = the libraries' defaults);
+  // InvalidArgument for a negative count. ScopedBackendThreads below is the
+  // usual way in (the periodic probe runs with its own count).
+  virtual absl::Status SetThreads(int threads) {
+    if (threads < 0) return absl::InvalidArgumentError(name() + " backend: threads must be >= 0");
+    return absl::OkStatus();
+  }
+  // One line naming how products run here (libraries, paths, ISA), for logs
+  // and `longctx bench`.
+  virtual std::string MatmulDescription() const { return name(); }
 };
 
-// The always-present CPU backend (OpenMP threads, BLAS GEMMs).
-std::unique_ptr<Backend> MakeCpuBackend();
-// "cpu" or "cuda"; NotFound/Unavailable with a reason when not built or no device.
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name);
+// backend->SetThreads(threads) for a scope when threads > 0 (0 leaves the
+// backend's count as it is); the backend's previous count comes back at the end.
+class ScopedBackendThreads {
+ public:
+  ScopedBackendThreads(Backend* backend, int threads);
+  ~ScopedBackendThreads();
+  ScopedBackendThreads(const ScopedBackendThreads&) = delete;
+  ScopedBackendThreads& operator=(const ScopedBackendThreads&) = delete;
+
+ private:
+  Backend* backend_;
+  int saved_ = 0;
+  bool active_ = false;
+};
+
+// The always-present CPU backend (OpenMP threads, BLAS GEMMs). Aborts, naming
+// the option, on options no CPU backend can take (negative threads, the oneDNN
+// bf16 path where oneDNN has no bf16 matmul); MakeBackend returns those as errors.
+std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options = {});
+// "cpu" or "cuda"; NotFound/Unavailable with a reason when not built or no
+// device, InvalidArgument for options the backend cannot take.
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name, const BackendOptions& options = {});
 
 // An owning buffer allocated through a backend.
 class DeviceBuffer {

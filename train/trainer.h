@@ -1,5 +1,7 @@
 // Why: the training loop as separate parts wired once: config → model,
-// optimizer, data, checkpoints, metrics. Run() is the whole loop; every
+// optimizer, data, checkpoints, metrics. Run() is a short loop: the step's
+// batches (BatchSource) → one TrainStep → the hooks registered from the config
+// (train/hooks/: metrics, position frequency, eval, probe, checkpoint). Every
 // recoverable failure (bad data, NaN loss, full disk) comes back as a Status
 // that says what and where, after which the last complete checkpoint is intact.
 #ifndef LONGCTX_TRAIN_TRAINER_H_
@@ -8,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,24 +25,14 @@
 #include "model/config.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "train/batch_source.h"
 #include "train/device_batch.h"
+#include "train/hooks/hook.h"
 #include "train/report/metrics.h"
-#include "train/probe/niah_probe.h"
 #include "train/train.pb.h"
+#include "train/train_step.h"
 
 namespace longctx {
-
-struct TrainSummary {
-  int64_t start_step = 0;     // 0 for a fresh run, else the resumed checkpoint's step
-  int64_t final_step = 0;
-  double first_loss = 0;      // training loss of the first step this run took
-  double last_loss = 0;       // training loss of the last step (weights before its update)
-  double final_batch_loss = 0;  // loss of the final weights on the last step's first micro-batch
-  double eval_loss = 0;       // final weights on the eval split
-  int64_t eval_tokens = 0;
-  std::string checkpoint;     // last checkpoint written
-  double tokens_per_second = 0;
-};
 
 class Trainer {
  public:
@@ -55,19 +48,18 @@ class Trainer {
   Transformer& model() { return *model_; }
   const TrainConfig& config() const { return config_; }
 
- private:
-  Trainer() = default;
-  absl::Status Resume(const std::string& checkpoint_dir);
-  absl::StatusOr<std::string> Save(const PackerCursor& last_batch_cursor, const PackedBatch* last_batch);
-  nlohmann::json StateJson(const PackerCursor& last_batch_cursor) const;
-  nlohmann::json PositionFrequencyEvent() const;
-  // The probe at the current step: metrics event, out_dir/probe/step-N.{json,png}, a stdout line.
-  absl::Status RunPeriodicProbe();
+ // Appends a hook after those the config registered (tests observe the loop
+  // this way). Call before Run().
+  void AddHook(std::unique_ptr<Hook> hook) { hooks_.push_back(std::move(hook)); }
+  const std::vector<std::unique_ptr<Hook>>& hooks() const { return hooks_; }
 
- public:
   const PositionFrequency& position_frequency() const { return *posfreq_; }
 
  private:
+  Trainer() = default;
+  absl::Status Resume(const std::string& checkpoint_dir);
+  nlohmann::json StateJson(const PackerCursor& last_batch_cursor) const;
+  void RegisterHooks();
 
   TrainConfig config_;
   ModelDims dims_;
@@ -88,30 +80,24 @@ class Trainer {
   std::unique_ptr<PositionFrequency> posfreq_;  // pairs per distance, all steps and ranks
   // Retrieval rows mixed into training (null when data.retrieval_fraction is 0).
   std::unique_ptr<RetrievalMixer> retrieval_;
-  // Periodic effective-length probe (probe_every > 0): eval-split haystacks,
-  // its own model adapter; reads the weights only, draws from no training RNG.
-  std::optional<ProbeSettings> probe_settings_;
-  std::unique_ptr<HaystackSource> probe_haystack_;
-  std::unique_ptr<ProbeModel> probe_model_;
-  double probe_seconds_ = 0;  // this run's probes, for the budget line at the end
-  int probes_run_ = 0;
+  std::unique_ptr<BatchSource> batches_;
+  // The parallel strategy's seams (train_step.h): all-reduce + AdamW today.
+  std::unique_ptr<GradientSync> gradient_sync_;
+  std::unique_ptr<ParamUpdate> update_;
+  std::unique_ptr<TrainStep> train_step_;
+  // The periodic probe's hook is made in Create (it validates the settings
+  // then); registered with the others.
+  std::unique_ptr<Hook> probe_hook_;
+  std::vector<std::unique_ptr<Hook>> hooks_;
 };
 
-// Threads for OpenMP and OpenBLAS (0 = leave the defaults: all cores). Runs that
-// must agree bit for bit (resume, eval of a checkpoint) use the same count.
-void SetComputeThreads(int threads);
-// SetComputeThreads(threads) for a scope; the previous OpenMP and OpenBLAS
-// counts come back at its end (the periodic probe runs with its own count).
-class ScopedComputeThreads {
- public:
-  explicit ScopedComputeThreads(int threads);
-  ~ScopedComputeThreads();
-  ScopedComputeThreads(const ScopedComputeThreads&) = delete;
-  ScopedComputeThreads& operator=(const ScopedComputeThreads&) = delete;
-
- private:
-  int omp_, blas_;
-};
+// The backend options a config asks for: its thread count (`threads`) on top
+// of `options` (the GEMM library choices; `longctx bench` flags set them).
+BackendOptions BackendOptionsFor(const TrainConfig& config, BackendOptions options = {});
+// The config's backend made with BackendOptionsFor(config, options) and set to
+// its precision; errors name `backend` or `precision`.
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForConfig(const TrainConfig& config,
+                                                              const BackendOptions& options = {});
 // The config's `precision` as the backend's matmul precision
 // (Backend::SetMatmulPrecision); the error names `precision` and the backend.
 absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend);

@@ -1,24 +1,50 @@
 // Why: the CPU backend is a thin shell: validate each op's params once, then
 // call the free-function kernel (cpu_kernels.h). Host memory, 64-byte aligned.
+// Its settings are its own (BackendOptions): the products' library and bf16
+// path travel to the kernels in a MatmulConfig, and the thread count is
+// applied to OpenMP and OpenBLAS when the backend is made, when SetThreads
+// changes it, and again on entry to an op if something else changed the
+// libraries' counts in between (OpenMP and OpenBLAS counts are per process).
+#include <cblas.h>
+#include <omp.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
-#include "kernels/log.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_library.h"
+#include "kernels/log.h"
 
 namespace longctx {
 namespace {
 
 #define VALIDATED(p, ...)                                  \
   do {                                                     \
+    EnterOp();                                             \
     absl::Status _st = (p).Validate(__VA_ARGS__);          \
     CHECK(_st.ok()) << _st;                                \
   } while (0)
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(const BackendOptions& options)
+      : default_omp_(omp_get_max_threads()), default_blas_(openblas_get_num_threads()) {
+    options_ = options;
+    matmul_.sgemm = options.gemm == GemmLibrary::kOpenBlas ? cpu::SgemmLibrary::kOpenBlas : cpu::SgemmLibrary::kOneDnn;
+    options_.gemm = options.gemm == GemmLibrary::kOpenBlas ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn;
+    bf16_chosen_ = options.bf16_gemm != Bf16GemmLibrary::kAuto;
+    matmul_.bf16 = options.bf16_gemm == Bf16GemmLibrary::kOneDnn         ? cpu::Bf16GemmPath::kOneDnn
+                   : options.bf16_gemm == Bf16GemmLibrary::kRoundedSgemm ? cpu::Bf16GemmPath::kRoundedSgemm
+                                                                         : cpu::AutoBf16GemmPath();
+    options_.bf16_gemm =
+        matmul_.bf16 == cpu::Bf16GemmPath::kOneDnn ? Bf16GemmLibrary::kOneDnn : Bf16GemmLibrary::kRoundedSgemm;
+    if (options_.threads > 0) ApplyThreads();  // 0: leave the libraries' counts untouched
+  }
+
   Device device() const override { return Device::kCpu; }
   std::string name() const override { return "cpu"; }
 
@@ -39,14 +65,14 @@ class CpuBackend final : public Backend {
   }
   void Synchronize() override {}
 
-  void Fill(const Tensor& x, double value) override { cpu::Fill(x, value); }
-  void Copy(const Tensor& dst, const Tensor& src) override { cpu::Copy(dst, src); }
-  void Axpy(const Tensor& y, double alpha, const Tensor& x) override { cpu::Axpy(y, alpha, x); }
-  void Scale(const Tensor& x, double alpha) override { cpu::Scale(x, alpha); }
-  double SumSquares(const Tensor& x) override { return cpu::SumSquares(x); }
-  bool AllFinite(const Tensor& x) override { return cpu::AllFinite(x); }
+  void Fill(const Tensor& x, double value) override { EnterOp(); cpu::Fill(x, value); }
+  void Copy(const Tensor& dst, const Tensor& src) override { EnterOp(); cpu::Copy(dst, src); }
+  void Axpy(const Tensor& y, double alpha, const Tensor& x) override { EnterOp(); cpu::Axpy(y, alpha, x); }
+  void Scale(const Tensor& x, double alpha) override { EnterOp(); cpu::Scale(x, alpha); }
+  double SumSquares(const Tensor& x) override { EnterOp(); return cpu::SumSquares(x); }
+  bool AllFinite(const Tensor& x) override { EnterOp(); return cpu::AllFinite(x); }
 
-  void Gemm(const GemmParams& p) override { VALIDATED(p); cpu::Gemm(p, precision_); }
+  void Gemm(const GemmParams& p) override { VALIDATED(p); cpu::Gemm(p, matmul_); }
   void EmbeddingForward(const EmbeddingParams& p) override { VALIDATED(p); cpu::EmbeddingForward(p); }
   void EmbeddingBackward(const EmbeddingParams& p) override { VALIDATED(p); cpu::EmbeddingBackward(p); }
   void RmsNormForward(const RmsNormParams& p) override { VALIDATED(p, false); cpu::RmsNormForward(p); }
@@ -57,22 +83,71 @@ class CpuBackend final : public Backend {
   void AttentionForward(const AttentionParams& p) override { VALIDATED(p, false); cpu::AttentionForward(p); }
   void AttentionBackward(const AttentionParams& p) override { VALIDATED(p, true); cpu::AttentionBackward(p); }
   void AttentionMerge(const AttentionMergeParams& p) override { VALIDATED(p); cpu::AttentionMerge(p); }
-  double LmHeadLoss(const LmHeadLossParams& p) override { VALIDATED(p); return cpu::LmHeadLoss(p, precision_); }
+  double LmHeadLoss(const LmHeadLossParams& p) override { VALIDATED(p); return cpu::LmHeadLoss(p, matmul_); }
   void AdamW(const AdamWParams& p) override { VALIDATED(p); cpu::AdamW(p); }
 
   // bf16: kernels/cpu/gemm_bf16.h (oneDNN or rounded operands + sgemm, per CPU).
   absl::Status SetMatmulPrecision(MatmulPrecision p) override {
-    precision_ = p;
+    matmul_.precision = p;
     return absl::OkStatus();
   }
-  MatmulPrecision matmul_precision() const override { return precision_; }
+  MatmulPrecision matmul_precision() const override { return matmul_.precision; }
+
+  BackendOptions options() const override { return options_; }
+  absl::Status SetThreads(int threads) override {
+    if (threads < 0) return absl::InvalidArgumentError(absl::StrCat("cpu backend: threads must be >= 0 (got ", threads, ")"));
+    options_.threads = threads;
+    ApplyThreads();
+    return absl::OkStatus();
+  }
+  std::string MatmulDescription() const override {
+    const std::string fp32 = cpu::SgemmLibraryName(matmul_.sgemm);
+    if (matmul_.precision == MatmulPrecision::kBF16)
+      return absl::StrCat(cpu::Bf16GemmDescription(matmul_.bf16, bf16_chosen_), "; fp32 products on ", fp32);
+    return absl::StrCat("fp32 sgemm: ", fp32);
+  }
 
  private:
-  MatmulPrecision precision_ = MatmulPrecision::kF32;
+  // threads > 0: that count for OpenMP and OpenBLAS; 0: the counts the
+  // libraries had when this backend was made (their defaults, normally).
+  void ApplyThreads() {
+    if (options_.threads > 0) {
+      omp_set_num_threads(options_.threads);
+      openblas_set_num_threads(options_.threads);
+    } else {  // OpenBLAS (OpenMP build) sets OpenMP's count too: OpenMP's last
+      openblas_set_num_threads(default_blas_);
+      omp_set_num_threads(default_omp_);
+    }
+  }
+  // Cheap check on every op: two queries, a set only when someone else moved them.
+  void EnterOp() {
+    if (options_.threads > 0 &&
+        (omp_get_max_threads() != options_.threads || openblas_get_num_threads() != options_.threads))
+      ApplyThreads();
+  }
+
+  BackendOptions options_;
+  cpu::MatmulConfig matmul_;
+  bool bf16_chosen_ = false;
+  const int default_omp_, default_blas_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+absl::Status ValidateCpuBackendOptions(const BackendOptions& options) {
+  if (options.threads < 0)
+    return absl::InvalidArgumentError(absl::StrCat("cpu backend: threads must be >= 0 (got ", options.threads, ")"));
+  if (options.bf16_gemm == Bf16GemmLibrary::kOneDnn) {
+    absl::Status st = cpu::CheckBf16GemmPath(cpu::Bf16GemmPath::kOneDnn);
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cpu backend: ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options) {
+  absl::Status st = ValidateCpuBackendOptions(options);
+  CHECK(st.ok()) << st;
+  return std::make_unique<CpuBackend>(options);
+}
 
 }  // namespace longctx

@@ -5,12 +5,14 @@
 #ifndef LONGCTX_KERNELS_CPU_CPU_KERNELS_H_
 #define LONGCTX_KERNELS_CPU_CPU_KERNELS_H_
 
+#include "kernels/cpu/gemm_library.h"
 #include "kernels/ops.h"
 
 namespace longctx::cpu {
 
-// precision applies to F32 only (see MatmulPrecision in ops.h).
-void Gemm(const GemmParams& p, MatmulPrecision precision = MatmulPrecision::kF32);  // gemm.cc
+// config.precision applies to F32 only (see MatmulPrecision in ops.h); the
+// config also names the sgemm library and bf16 path (gemm_library.h).
+void Gemm(const GemmParams& p, const MatmulConfig& config = {});  // gemm.cc
 
 void Fill(const Tensor& x, double value);              // elementwise.cc
 void Copy(const Tensor& dst, const Tensor& src);
@@ -33,7 +35,7 @@ void AttentionBackward(const AttentionParams& p);
 void AttentionMerge(const AttentionMergeParams& p);    // attention_merge.cc
 
 double LmHeadLoss(const LmHeadLossParams& p,           // lm_head_loss.cc
-                  MatmulPrecision precision = MatmulPrecision::kF32);
+                  const MatmulConfig& config = {});
 
 }  // namespace longctx::cpu
 

@@ -3,13 +3,11 @@
 // thread pool with ours). Row-major views with a strided dimension 0 map
 // directly onto leading dimensions, so column slices of fused q|k|v or gate|up
 // matrices are never copied. F32 products at MatmulPrecision::kBF16 go to
-// gemm_bf16.cc (bf16 operands, fp32 accumulation, path chosen per CPU).
+// gemm_bf16.cc (bf16 operands, fp32 accumulation). Which library and path is
+// the caller's MatmulConfig (the backend's options), never a process setting.
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -17,33 +15,6 @@
 #include "kernels/log.h"
 
 namespace longctx::cpu {
-namespace {
-
-std::atomic<int> g_library_override{-1};  // -1 = default, else an SgemmLibrary
-
-SgemmLibrary LibraryFromEnv() {
-  const char* env = std::getenv("LONGCTX_SGEMM");
-  if (env == nullptr || *env == '\0') return SgemmLibrary::kOneDnn;
-  const std::string v = env;
-  if (v == "onednn") return SgemmLibrary::kOneDnn;
-  if (v == "openblas") return SgemmLibrary::kOpenBlas;
-  LOG(FATAL) << "LONGCTX_SGEMM=" << v << ": expected onednn or openblas";
-  return SgemmLibrary::kOneDnn;
-}
-
-}  // namespace
-
-SgemmLibrary DefaultSgemmLibrary() {
-  const int forced = g_library_override.load(std::memory_order_relaxed);
-  if (forced >= 0) return static_cast<SgemmLibrary>(forced);
-  static const SgemmLibrary library = LibraryFromEnv();
-  return library;
-}
-
-void SetSgemmLibrary(std::optional<SgemmLibrary> library) {
-  g_library_override.store(library ? static_cast<int>(*library) : -1, std::memory_order_relaxed);
-}
-
 const char* SgemmLibraryName(SgemmLibrary library) {
   return library == SgemmLibrary::kOneDnn ? "onednn" : "openblas";
 }
@@ -76,9 +47,9 @@ void Sgemm(const GemmParams& p, SgemmLibrary library) {
               static_cast<float>(p.beta), p.c.as<float>(), static_cast<int>(p.c.stride0()));
 }
 
-void Gemm(const GemmParams& p, MatmulPrecision precision) {
-  if (precision == MatmulPrecision::kBF16 && p.c.dtype == DType::kF32) {
-    GemmBf16(p, DefaultBf16GemmPath());
+void Gemm(const GemmParams& p, const MatmulConfig& config) {
+  if (config.precision == MatmulPrecision::kBF16 && p.c.dtype == DType::kF32) {
+    GemmBf16(p, config.bf16, config.sgemm);
     return;
   }
   const int m = static_cast<int>(p.trans_a ? p.a.shape[1] : p.a.shape[0]);
@@ -92,7 +63,7 @@ void Gemm(const GemmParams& p, MatmulPrecision precision) {
   const int ldc = static_cast<int>(p.c.stride0());
   switch (p.c.dtype) {
     case DType::kF32:
-      Sgemm(p, DefaultSgemmLibrary());
+      Sgemm(p, config.sgemm);
       break;
     case DType::kF64:
       cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, p.alpha, p.a.as<double>(), lda, p.b.as<double>(), ldb,

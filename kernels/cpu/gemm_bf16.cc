@@ -4,7 +4,6 @@
 
 #include <cblas.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -15,21 +14,6 @@
 
 namespace longctx::cpu {
 namespace {
-
-Bf16GemmPath ChoosePath() {
-  const char* env = std::getenv("LONGCTX_BF16_GEMM");
-  if (env != nullptr && *env != '\0') {
-    const std::string v = env;
-    if (v == "onednn") {
-      CHECK(OneDnnBf16Available()) << "LONGCTX_BF16_GEMM=onednn: oneDNN has no bf16 matmul on this CPU (ISA "
-                                   << OneDnnCpuIsaName() << "); unset it or use sgemm";
-      return Bf16GemmPath::kOneDnn;
-    }
-    if (v == "sgemm" || v == "rounded-sgemm") return Bf16GemmPath::kRoundedSgemm;
-    LOG(FATAL) << "LONGCTX_BF16_GEMM=" << v << ": expected onednn or sgemm";
-  }
-  return CpuHasBf16DotProducts() && OneDnnBf16Available() ? Bf16GemmPath::kOneDnn : Bf16GemmPath::kRoundedSgemm;
-}
 
 // Rows of `rows` x `cols` elements are independent: threads split rows when
 // the copy is large enough to be worth waking them.
@@ -61,22 +45,16 @@ void RoundRowsToBf16(const Tensor& src, uint16_t* dst) {
 
 }  // namespace
 
-namespace {
-std::atomic<int> g_path_override{-1};  // -1 = automatic, else a Bf16GemmPath
-}  // namespace
-
-Bf16GemmPath DefaultBf16GemmPath() {
-  const int forced = g_path_override.load(std::memory_order_relaxed);
-  if (forced >= 0) return static_cast<Bf16GemmPath>(forced);
-  static const Bf16GemmPath path = ChoosePath();
+Bf16GemmPath AutoBf16GemmPath() {
+  static const Bf16GemmPath path = CpuHasBf16DotProducts() && OneDnnBf16Available() ? Bf16GemmPath::kOneDnn
+                                                                                    : Bf16GemmPath::kRoundedSgemm;
   return path;
 }
 
-absl::Status SetBf16GemmPath(std::optional<Bf16GemmPath> path) {
+absl::Status CheckBf16GemmPath(Bf16GemmPath path) {
   if (path == Bf16GemmPath::kOneDnn && !OneDnnBf16Available())
     return absl::FailedPreconditionError("bf16 GEMM path onednn: oneDNN has no bf16 matmul on this CPU (ISA " +
                                          OneDnnCpuIsaName() + ")");
-  g_path_override.store(path ? static_cast<int>(*path) : -1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -84,11 +62,8 @@ const char* Bf16GemmPathName(Bf16GemmPath path) {
   return path == Bf16GemmPath::kOneDnn ? "onednn" : "rounded-sgemm";
 }
 
-std::string Bf16GemmDescription() {
-  const Bf16GemmPath path = DefaultBf16GemmPath();
-  const char* env = std::getenv("LONGCTX_BF16_GEMM");
-  const bool forced = g_path_override.load() >= 0 || (env != nullptr && *env != '\0');
-  std::string why = forced ? "chosen explicitly"
+std::string Bf16GemmDescription(Bf16GemmPath path, bool chosen) {
+  std::string why = chosen                    ? "chosen explicitly"
                     : CpuHasBf16DotProducts() ? "CPU has bf16 dot products"
                                               : "CPU lacks avx512_bf16/AMX";
   const char* what = path == Bf16GemmPath::kOneDnn ? "bf16 operands, oneDNN matmul"
@@ -125,23 +100,23 @@ Tensor PrepareBf16Operand(const Tensor& src, Bf16GemmPath path, Bf16Scratch* scr
   return Tensor(dst, dtype, {rows, cols}, src.device);
 }
 
-void GemmBf16Prepared(const GemmParams& p) {
+void GemmBf16Prepared(const GemmParams& p, SgemmLibrary sgemm) {
   CHECK(p.a.dtype == p.b.dtype && p.c.dtype == DType::kF32 &&
         (p.a.dtype == DType::kF32 || p.a.dtype == DType::kBF16))
       << "GemmBf16Prepared: a " << p.a.DebugString() << " b " << p.b.DebugString() << " c " << p.c.DebugString();
   if (p.a.dtype == DType::kBF16) {
     OneDnnGemmBf16(p);
   } else {
-    Gemm(p);  // F32 operands that hold bf16 values: plain sgemm
+    Sgemm(p, sgemm);  // F32 operands that hold bf16 values: plain sgemm
   }
 }
 
-void GemmBf16(const GemmParams& p, Bf16GemmPath path) {
+void GemmBf16(const GemmParams& p, Bf16GemmPath path, SgemmLibrary sgemm) {
   thread_local Bf16Scratch a_scratch, b_scratch;
   GemmParams q = p;
   q.a = PrepareBf16Operand(p.a, path, &a_scratch);
   q.b = PrepareBf16Operand(p.b, path, &b_scratch);
-  GemmBf16Prepared(q);
+  GemmBf16Prepared(q, sgemm);
 }
 
 }  // namespace longctx::cpu

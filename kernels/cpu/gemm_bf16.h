@@ -20,34 +20,27 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "kernels/cpu/gemm_library.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"
 
 namespace longctx::cpu {
-
-enum class Bf16GemmPath : uint8_t { kRoundedSgemm = 0, kOneDnn = 1 };
 
 // True when oneDNN can dispatch bf16 dot-product instructions here
 // (dnnl_get_effective_cpu_isa() includes avx512_core_bf16, or AMX).
 bool CpuHasBf16DotProducts();
 // True when oneDNN creates a bf16 matmul on this CPU at all (avx512_core+).
 bool OneDnnBf16Available();
-// The path bf16 products take: LONGCTX_BF16_GEMM=onednn|sgemm forces one (read
-// once per process; an unknown value, or onednn where OneDnnBf16Available() is
-// false, aborts naming the variable), otherwise kOneDnn when the CPU has bf16
-// dot products and oneDNN offers them, else kRoundedSgemm.
-Bf16GemmPath DefaultBf16GemmPath();
-// Process-wide override of DefaultBf16GemmPath() (benchmarks compare the two
-// paths; tests run both); nullopt returns to the automatic choice.
-// FailedPrecondition for kOneDnn where OneDnnBf16Available() is false.
-absl::Status SetBf16GemmPath(std::optional<Bf16GemmPath> path);
+// OK when `path` can run on this CPU; FailedPrecondition for kOneDnn where
+// OneDnnBf16Available() is false.
+absl::Status CheckBf16GemmPath(Bf16GemmPath path);
 const char* Bf16GemmPathName(Bf16GemmPath path);  // "onednn" or "rounded-sgemm"
-// One line for logs and `longctx bench`: the path, why, and oneDNN's ISA.
-std::string Bf16GemmDescription();
+// One line for logs and `longctx bench`: the path, why (`chosen` = named in
+// the backend's options rather than kAuto), and oneDNN's ISA.
+std::string Bf16GemmDescription(Bf16GemmPath path, bool chosen);
 
 // A growable 64-byte-aligned buffer, kept for reuse.
 class Bf16Scratch {
@@ -68,12 +61,12 @@ class Bf16Scratch {
 Tensor PrepareBf16Operand(const Tensor& src, Bf16GemmPath path, Bf16Scratch* scratch);
 
 // C (F32) = alpha op(A) op(B) + beta C for A and B prepared for the same path
-// (both F32 bf16-valued, or both BF16).
-void GemmBf16Prepared(const GemmParams& p);
+// (both F32 bf16-valued, or both BF16); F32 operands go to `sgemm`.
+void GemmBf16Prepared(const GemmParams& p, SgemmLibrary sgemm = SgemmLibrary::kOneDnn);
 
 // C = alpha op(A) op(B) + beta C, all F32, with A and B rounded to bf16 first
 // (per-thread scratch).
-void GemmBf16(const GemmParams& p, Bf16GemmPath path);
+void GemmBf16(const GemmParams& p, Bf16GemmPath path, SgemmLibrary sgemm = SgemmLibrary::kOneDnn);
 
 // oneDNN matmul of BF16 A, B into F32 C (gemm_onednn.cc); primitives are
 // cached by shape, strides, alpha and beta.

@@ -54,7 +54,7 @@ T* LogitsScratch(int64_t elems) {
 }
 
 template <class T>
-double LmHeadLossImpl(const LmHeadLossParams& p, MatmulPrecision precision) {
+double LmHeadLossImpl(const LmHeadLossParams& p, const MatmulConfig& m) {
   const int64_t n = p.x.shape[0], vocab = p.weight.shape[0];
   if (n == 0) return 0.0;
   const int64_t chunk = std::min<int64_t>(p.chunk_tokens, n);
@@ -69,16 +69,16 @@ double LmHeadLossImpl(const LmHeadLossParams& p, MatmulPrecision precision) {
   double total = 0.0;
 
   // The products' operands: p.weight and p.x, or their bf16 roundings.
-  const bool bf16 = std::is_same_v<T, float> && precision == MatmulPrecision::kBF16;
-  const Bf16GemmPath path = bf16 ? DefaultBf16GemmPath() : Bf16GemmPath::kRoundedSgemm;
+  const bool bf16 = std::is_same_v<T, float> && m.precision == MatmulPrecision::kBF16;
+  const Bf16GemmPath path = bf16 ? m.bf16 : Bf16GemmPath::kRoundedSgemm;
   thread_local Bf16Scratch w_scratch, x_scratch, dlogits_scratch;
   const Tensor w_op = bf16 ? PrepareBf16Operand(p.weight, path, &w_scratch) : p.weight;
   const Tensor x_op = bf16 ? PrepareBf16Operand(p.x, path, &x_scratch) : p.x;
-  auto product = [bf16](const GemmParams& g) {
+  auto product = [bf16, &m](const GemmParams& g) {
     if (bf16) {
-      GemmBf16Prepared(g);
+      GemmBf16Prepared(g, m.sgemm);
     } else {
-      Gemm(g);
+      Gemm(g, MatmulConfig{.sgemm = m.sgemm});
     }
   };
 
@@ -166,10 +166,10 @@ double LmHeadLossImpl(const LmHeadLossParams& p, MatmulPrecision precision) {
 
 }  // namespace
 
-double LmHeadLoss(const LmHeadLossParams& p, MatmulPrecision precision) {
+double LmHeadLoss(const LmHeadLossParams& p, const MatmulConfig& m) {
   switch (p.x.dtype) {
-    case DType::kF32: return LmHeadLossImpl<float>(p, precision);
-    case DType::kF64: return LmHeadLossImpl<double>(p, precision);
+    case DType::kF32: return LmHeadLossImpl<float>(p, m);
+    case DType::kF64: return LmHeadLossImpl<double>(p, m);
     default: LOG(FATAL) << "LmHeadLoss: unsupported dtype " << DTypeName(p.x.dtype);
   }
   return 0.0;

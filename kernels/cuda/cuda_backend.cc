@@ -214,6 +214,16 @@ class CudaBackend final : public Backend {
   MatmulPrecision matmul_precision() const override {
     return ctx_.bf16_matmul ? MatmulPrecision::kBF16 : MatmulPrecision::kF32;
   }
+  // Host threads: kept and reported (the device computes; the host side of an
+  // op is a launch), validated like the CPU backend's.
+  BackendOptions options() const override { return options_; }
+  absl::Status SetThreads(int threads) override {
+    if (threads < 0)
+      return absl::InvalidArgumentError(absl::StrCat("cuda backend: threads must be >= 0 (got ", threads, ")"));
+    options_.threads = threads;
+    return absl::OkStatus();
+  }
+  void set_options(const BackendOptions& options) { options_ = options; }
   void AdamW(const AdamWParams& p) override {
     VALIDATED(p);
     cuda::AdamW(ctx_, p.param, p.grad, p.m, p.v, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_scale,
@@ -270,6 +280,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
+  BackendOptions options_;
   std::string description_;
   cuda::Context ctx_;
   std::unique_ptr<cuda::Workspace> workspace_;
@@ -277,7 +288,17 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend() {
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const BackendOptions& options) {
+  // The GEMM library options choose CPU libraries: cuBLAS is the only one here.
+  if (options.threads < 0)
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: threads must be >= 0 (got ", options.threads, ")"));
+  if (options.gemm != GemmLibrary::kAuto)
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: GEMM library '", GemmLibraryName(options.gemm),
+                                                   "' is a CPU option (cuBLAS computes products here)"));
+  if (options.bf16_gemm != Bf16GemmLibrary::kAuto)
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: bf16 GEMM path '",
+                                                   Bf16GemmLibraryName(options.bf16_gemm),
+                                                   "' is a CPU option (cuBLAS computes products here)"));
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
@@ -288,7 +309,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend() {
   if (count == 0) return absl::UnavailableError("CUDA backend: no CUDA device present");
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) device = 0;
-  return CudaBackend::Create(device);
+  absl::StatusOr<std::unique_ptr<Backend>> b = CudaBackend::Create(device);
+  if (b.ok()) static_cast<CudaBackend*>(b->get())->set_options(options);
+  return b;
 }
 
 }  // namespace longctx

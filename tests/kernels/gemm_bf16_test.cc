@@ -18,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/math/bf16.h"
@@ -120,7 +121,7 @@ double RunCase(const Case& c, Bf16GemmPath path, bool use_dispatch, uint64_t see
   p.beta = c.beta;
   EXPECT_TRUE(p.Validate().ok()) << p.Validate();
   if (use_dispatch) {
-    cpu::Gemm(p, MatmulPrecision::kBF16);
+    cpu::Gemm(p, cpu::MatmulConfig{.precision = MatmulPrecision::kBF16, .bf16 = path});
   } else {
     cpu::GemmBf16(p, path);
   }
@@ -184,24 +185,29 @@ TEST_P(GemmBf16PathTest, MatchesDoubleOnRoundedInputs) {
   EXPECT_GT(worst_vs_fp32, 1e-4) << "result looks like an fp32 product";
 }
 
-TEST(GemmBf16Test, DispatchAtBf16PrecisionUsesTheDefaultPath) {
-  std::printf("bf16 GEMM here: %s\n", cpu::Bf16GemmDescription().c_str());
+TEST(GemmBf16Test, DispatchAtBf16PrecisionUsesTheConfiguredPath) {
+  std::printf("bf16 GEMM here: %s\n", cpu::Bf16GemmDescription(cpu::AutoBf16GemmPath(), false).c_str());
   uint64_t seed = 900;
-  for (const Case& c : kCases) RunCase(c, cpu::DefaultBf16GemmPath(), /*use_dispatch=*/true, seed += 10);
-  // And the override API switches it, or refuses a path that cannot run here.
+  for (const Case& c : kCases) RunCase(c, cpu::AutoBf16GemmPath(), /*use_dispatch=*/true, seed += 10);
+  // A CPU backend takes the path from its options, or refuses one that cannot run here.
   for (Bf16GemmPath path : kPaths) {
-    const absl::Status st = cpu::SetBf16GemmPath(path);
+    BackendOptions o;
+    o.bf16_gemm = path == Bf16GemmPath::kOneDnn ? Bf16GemmLibrary::kOneDnn : Bf16GemmLibrary::kRoundedSgemm;
+    absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend("cpu", o);
     if (Runnable(path)) {
-      ASSERT_TRUE(st.ok()) << st;
-      EXPECT_EQ(cpu::DefaultBf16GemmPath(), path);
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ((*b)->options().bf16_gemm, o.bf16_gemm);
     } else {
-      EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
-      EXPECT_NE(cpu::DefaultBf16GemmPath(), path);
+      EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition) << b.status();
     }
   }
-  ASSERT_TRUE(cpu::SetBf16GemmPath(std::nullopt).ok());
   // The automatic choice never picks a path that cannot run.
-  EXPECT_TRUE(Runnable(cpu::DefaultBf16GemmPath()));
+  EXPECT_TRUE(Runnable(cpu::AutoBf16GemmPath()));
+  absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend("cpu");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->options().bf16_gemm, cpu::AutoBf16GemmPath() == Bf16GemmPath::kOneDnn
+                                           ? Bf16GemmLibrary::kOneDnn
+                                           : Bf16GemmLibrary::kRoundedSgemm);
 }
 
 TEST(GemmBf16Test, F64StaysExactAtBf16Precision) {
@@ -210,7 +216,7 @@ TEST(GemmBf16Test, F64StaysExactAtBf16Precision) {
   p.a = Tensor(a.data(), DType::kF64, {2, 3});
   p.b = Tensor(b.data(), DType::kF64, {3, 2});
   p.c = Tensor(c.data(), DType::kF64, {2, 2});
-  cpu::Gemm(p, MatmulPrecision::kBF16);
+  cpu::Gemm(p, cpu::MatmulConfig{.precision = MatmulPrecision::kBF16});
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j) {
       double s = 0;
@@ -266,7 +272,6 @@ TEST_P(GemmBf16PathTest, LmHeadLoss) {
   }
 
   {
-    ASSERT_TRUE(cpu::SetBf16GemmPath(path).ok());
     std::vector<float> dx(n * d, std::numeric_limits<float>::quiet_NaN()), dw(vocab * d, 0.0f);
     LmHeadLossParams p;
     p.x = Tensor(x.data(), DType::kF32, {n, d});
@@ -277,14 +282,13 @@ TEST_P(GemmBf16PathTest, LmHeadLoss) {
     p.grad_scale = grad_scale;
     p.chunk_tokens = 128;
     ASSERT_TRUE(p.Validate().ok());
-    const double loss = cpu::LmHeadLoss(p, MatmulPrecision::kBF16);
+    const double loss = cpu::LmHeadLoss(p, cpu::MatmulConfig{.precision = MatmulPrecision::kBF16, .bf16 = path});
     EXPECT_NEAR(loss, loss_ref, 1e-5 * std::fabs(loss_ref));
     // dlogits are rounded to bf16 (relative error <= 2^-9) before the backward
     // products: each term moves by at most that, plus fp32 noise.
     for (int64_t i = 0; i < n * d; ++i) ASSERT_NEAR(dx[i], dx_ref[i], 2.5e-3 * dx_abs[i] + 1e-7) << "dx " << i;
     for (int64_t i = 0; i < vocab * d; ++i) ASSERT_NEAR(dw[i], dw_ref[i], 2.5e-3 * dw_abs[i] + 1e-7) << "dW " << i;
   }
-  ASSERT_TRUE(cpu::SetBf16GemmPath(std::nullopt).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16PathTest, ::testing::ValuesIn(kPaths),

@@ -3,8 +3,9 @@
 // through the same strided, transposed views, so each is held here to a naive
 // product in double on fresh random inputs: all four transpose combinations,
 // odd sizes, row-strided views whose gap columns must stay untouched,
-// alpha/beta, beta = 0 overwriting NaN, and k = 0. The default library must be
-// what cpu::Gemm uses.
+// alpha/beta, beta = 0 overwriting NaN, and k = 0. The library a MatmulConfig
+// names must be what cpu::Gemm uses, and the library a CPU backend's options
+// name must be what its Gemm uses.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_library.h"
 #include "tests/support/finite_diff.h"
@@ -59,7 +61,7 @@ std::vector<float> RunCase(const Case& c, SgemmLibrary library, bool via_dispatc
   p.beta = c.beta;
   EXPECT_TRUE(p.Validate().ok()) << p.Validate();
   if (via_dispatch) {
-    cpu::Gemm(p);
+    cpu::Gemm(p, cpu::MatmulConfig{.sgemm = library});
   } else {
     cpu::Sgemm(p, library);
   }
@@ -121,14 +123,47 @@ TEST(GemmLibraryTest, ZeroInnerDimensionScalesC) {
 
 TEST(GemmLibraryTest, GemmUsesTheChosenLibrary) {
   for (SgemmLibrary lib : {SgemmLibrary::kOneDnn, SgemmLibrary::kOpenBlas}) {
-    cpu::SetSgemmLibrary(lib);
-    EXPECT_EQ(cpu::DefaultSgemmLibrary(), lib);
     // Bitwise equal to the library called directly, on the same inputs.
     const Case c = {130, 71, 257, false, true, 1.0, 1.0, 5};
     EXPECT_EQ(RunCase(c, lib, /*via_dispatch=*/true, 77), RunCase(c, lib, /*via_dispatch=*/false, 77))
         << cpu::SgemmLibraryName(lib);
   }
-  cpu::SetSgemmLibrary(std::nullopt);
+  EXPECT_EQ(cpu::MatmulConfig{}.sgemm, SgemmLibrary::kOneDnn);  // the default
+}
+
+// The backend's options choose the library: its Gemm equals that library's
+// sgemm bit for bit, and the two libraries differ somewhere on this product
+// (so the comparison can fail).
+TEST(GemmLibraryTest, CpuBackendOptionsChooseTheLibrary) {
+  const int64_t m = 67, n = 93, k = 515;
+  std::vector<float> a = Random(m * k, 3), b = Random(k * n, 4);
+  auto product = [&](auto&& gemm) {
+    std::vector<float> c(m * n, 0.f);
+    GemmParams p;
+    p.a = Tensor(a.data(), DType::kF32, {m, k});
+    p.b = Tensor(b.data(), DType::kF32, {k, n});
+    p.c = Tensor(c.data(), DType::kF32, {m, n});
+    gemm(p);
+    return c;
+  };
+  std::vector<float> by_backend[2], direct[2];
+  int i = 0;
+  for (GemmLibrary g : {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas}) {
+    BackendOptions o;
+    o.gemm = g;
+    std::unique_ptr<Backend> be = MakeCpuBackend(o);
+    EXPECT_EQ(be->options().gemm, g);
+    by_backend[i] = product([&](const GemmParams& p) { be->Gemm(p); });
+    direct[i] = product([&](const GemmParams& p) {
+      cpu::Sgemm(p, g == GemmLibrary::kOneDnn ? SgemmLibrary::kOneDnn : SgemmLibrary::kOpenBlas);
+    });
+    EXPECT_EQ(by_backend[i], direct[i]) << GemmLibraryName(g);
+    ++i;
+  }
+  EXPECT_NE(direct[0], direct[1]) << "oneDNN and OpenBLAS agree bit for bit here; the test cannot tell them apart";
+  EXPECT_EQ(MakeCpuBackend()->options().gemm, GemmLibrary::kOneDnn);  // kAuto resolves to oneDNN
+  EXPECT_FALSE(ParseGemmLibrary("mkl").ok());
+  EXPECT_EQ(*ParseGemmLibrary("openblas"), GemmLibrary::kOpenBlas);
 }
 
 }  // namespace

@@ -148,6 +148,7 @@ struct BenchFlags {
   int peer_steps = 0, peer_warmup = -1;  // 0 / -1 = same as steps / warmup
   std::string peer, python = "/usr/bin/python3", peer_script, bf16_gemm = "auto", sgemm = "auto";
   bool profile = false;
+  BackendOptions backend;  // --sgemm and --bf16_gemm (threads come from the config)
 };
 
 absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) {
@@ -160,12 +161,8 @@ absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) 
   LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "peer_script", &f->peer_script));
   LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "bf16_gemm", &f->bf16_gemm));
   LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "sgemm", &f->sgemm));
-  if (f->sgemm == "auto") {
-    cpu::SetSgemmLibrary(std::nullopt);
-  } else if (f->sgemm == "onednn") {
-    cpu::SetSgemmLibrary(cpu::SgemmLibrary::kOneDnn);
-  } else if (f->sgemm == "openblas") {
-    cpu::SetSgemmLibrary(cpu::SgemmLibrary::kOpenBlas);
+  if (absl::StatusOr<GemmLibrary> g = ParseGemmLibrary(f->sgemm); g.ok()) {
+    f->backend.gemm = *g;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("--sgemm: must be auto, onednn or openblas (got \"", f->sgemm, "\")"));
@@ -179,10 +176,10 @@ absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) 
     return absl::InvalidArgumentError(absl::StrCat("--peer: only \"pytorch\" is known (got \"", f->peer, "\")"));
   if (f->peer_steps == 0) f->peer_steps = f->steps;
   if (f->peer_warmup < 0) f->peer_warmup = f->warmup;
-  if (f->bf16_gemm == "auto") return cpu::SetBf16GemmPath(std::nullopt);
-  if (f->bf16_gemm == "sgemm") return cpu::SetBf16GemmPath(cpu::Bf16GemmPath::kRoundedSgemm);
-  if (f->bf16_gemm == "onednn") {
-    absl::Status st = cpu::SetBf16GemmPath(cpu::Bf16GemmPath::kOneDnn);
+  if (f->bf16_gemm == "auto" || f->bf16_gemm == "sgemm" || f->bf16_gemm == "onednn") {
+    f->backend.bf16_gemm = *ParseBf16GemmLibrary(f->bf16_gemm);
+    if (f->bf16_gemm != "onednn") return absl::OkStatus();
+    absl::Status st = cpu::CheckBf16GemmPath(cpu::Bf16GemmPath::kOneDnn);
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("--bf16_gemm=onednn: ", st.message()));
     return st;
   }
@@ -206,18 +203,16 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   const PeerOptions peer_options{flags.python, flags.peer_script};
   if (!flags.peer.empty())  // before minutes of timing, not after
     if (absl::Status st = CheckTorchPeer(peer_options); !st.ok()) return FailCommand(st);
-  SetComputeThreads(config->threads());
-  const int threads = omp_get_max_threads();
   const int32_t B = config->data().batch_size(), T = config->data().seq_len();
   const int accum = config->grad_accum();
   const bool bf16 = config->precision() == BF16;
   const char* precision_name = bf16 ? "bf16" : "fp32";
 
   // (b) The model, as the trainer builds it.
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
-  if (!backend.ok())
-    return FailCommand(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
-  if (absl::Status st = ApplyPrecision(*config, backend->get()); !st.ok()) return FailCommand(st);
+  // Threads from the config, libraries from --sgemm / --bf16_gemm.
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForConfig(*config, flags.backend);
+  if (!backend.ok()) return FailCommand(backend.status());
+  const int threads = omp_get_max_threads();
   // --profile=true: every op of the timed steps through a timing wrapper.
   ProfilingBackend profiler(backend->get());
   Backend* be = flags.profile ? &profiler : backend->get();
@@ -278,11 +273,7 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
                       peak_openblas);
 
   // (c) Report. (The bf16 path description names oneDNN's kernels once they ran.)
-  const std::string matmul_path =
-      (*backend)->name() != "cpu" ? (*backend)->name()
-      : bf16 ? absl::StrCat(cpu::Bf16GemmDescription(), "; fp32 products on ",
-                            cpu::SgemmLibraryName(cpu::DefaultSgemmLibrary()))
-             : absl::StrCat("fp32 sgemm: ", cpu::SgemmLibraryName(cpu::DefaultSgemmLibrary()));
+  const std::string matmul_path = (*backend)->MatmulDescription();
   const ParamCounts pc = CountParams(*dims);
   const FlopCounts fc = CountTrainingFlops(*dims, T);
   const double median = Median(seconds);

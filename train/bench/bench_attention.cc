@@ -190,11 +190,8 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   if (!dims.ok()) return FailCommand(dims.status());
-  SetComputeThreads(config->threads());
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config->backend());
-  if (!backend.ok())
-    return FailCommand(absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message())));
-  if (absl::Status pst = ApplyPrecision(*config, backend->get()); !pst.ok()) return FailCommand(pst);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForConfig(*config);  // with its threads
+  if (!backend.ok()) return FailCommand(backend.status());
   Backend* be = backend->get();
   const int threads = omp_get_max_threads();
   std::printf("bench attention: %s shape (hidden %d, heads %d / kv %d, head_dim %d, ffn %d), backend %s, threads %d\n",

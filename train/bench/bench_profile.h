@@ -71,6 +71,9 @@ class ProfilingBackend final : public Backend {
   void AdamW(const AdamWParams& p) override { Timed("AdamW", 0, [&] { inner_->AdamW(p); }); }
   absl::Status SetMatmulPrecision(MatmulPrecision p) override { return inner_->SetMatmulPrecision(p); }
   MatmulPrecision matmul_precision() const override { return inner_->matmul_precision(); }
+  BackendOptions options() const override { return inner_->options(); }
+  absl::Status SetThreads(int threads) override { return inner_->SetThreads(threads); }
+  std::string MatmulDescription() const override { return inner_->MatmulDescription(); }
 
  private:
   struct Stat {

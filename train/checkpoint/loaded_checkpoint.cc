@@ -18,17 +18,16 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkp
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(c.config.model());
   if (!dims.ok()) return dims.status();
   c.dims = *dims;
-  SetComputeThreads(c.config.threads());  // the trainer's thread count: bitwise-equal sums
   if (open_data == CheckpointData::kOpen) {
     absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(c.config);
     if (!tokens.ok()) return tokens.status();
     c.tokens = std::move(*tokens);
   }
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(c.config.backend());
-  if (!backend.ok()) return absl::InvalidArgumentError(absl::StrCat("backend: ", backend.status().message()));
+  // The trainer's thread count (bitwise-equal sums) and precision.
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForConfig(c.config);
+  if (!backend.ok()) return backend.status();
   c.backend = std::move(*backend);
-  absl::Status st = ApplyPrecision(c.config, c.backend.get());  // as trained
-  if (!st.ok()) return st;
+  absl::Status st;
   c.model = std::make_unique<Transformer>(c.dims, c.backend.get(), DType::kF32);
   st = LoadModelWeights(checkpoint, c.model.get());
   if (!st.ok()) return st;

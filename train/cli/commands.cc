@@ -315,7 +315,8 @@ int RunProbeCommand(const ProbeCommandArgs& a) {
               engine.string.enabled ? absl::StrFormat(" | STRING S=%d W=%d%s", engine.string.s, engine.string.w,
                                                       engine.string.rope_scale ? " rope_scale" : "").c_str()
                                     : "");
-  SetComputeThreads(config.probe_threads());  // as the trainer's probe ran (0: the run's count)
+  // As the trainer's probe ran (0: the run's count).
+  ScopedBackendThreads probe_threads(loaded->backend.get(), config.probe_threads());
   ProbeRunOptions o;
   o.keep_trials = true;
   o.on_length = [&s](const ProbeLengthResult& l) {

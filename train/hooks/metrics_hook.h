@@ -1,0 +1,28 @@
+// Why: the progress line (`step N/M | loss … | tok/s`) and the "train" metrics
+// event, every log_every steps and at the last step. Runs on every rank (each
+// rank's TrainSummary reports its tokens/s); prints and writes on rank 0.
+#ifndef LONGCTX_TRAIN_HOOKS_METRICS_HOOK_H_
+#define LONGCTX_TRAIN_HOOKS_METRICS_HOOK_H_
+
+#include <chrono>
+
+#include "train/hooks/hook.h"
+
+namespace longctx {
+
+class MetricsHook final : public Hook {
+ public:
+  std::string name() const override { return "metrics"; }
+  bool rank0_only() const override { return false; }
+  absl::Status OnRunStart(HookContext& ctx) override;
+  absl::Status OnStepEnd(HookContext& ctx, const StepEvent& e) override;
+
+ private:
+  std::chrono::steady_clock::time_point window_start_;
+  double excluded_at_window_start_ = 0;
+  int64_t window_tokens_ = 0;
+};
+
+}  // namespace longctx
+
+#endif  // LONGCTX_TRAIN_HOOKS_METRICS_HOOK_H_
