@@ -290,25 +290,25 @@ nlohmann::json PlanToJson(const Plan& plan) {
 
 namespace longctx {
 
-const char* ParallelModeName(ParallelMode m) {
+const char* ParallelModeName(DataParallelMode m) {
   switch (m) {
-    case ParallelMode::kDdp: return "DDP";
-    case ParallelMode::kZero1: return "ZERO1";
-    case ParallelMode::kFsdp: return "FSDP";
+    case DataParallelMode::kDdp: return "DDP";
+    case DataParallelMode::kZero1: return "ZERO1";
+    case DataParallelMode::kFsdp: return "FSDP";
   }
   return "?";
 }
 
-bool ParseParallelMode(const std::string& s, ParallelMode* out) {
+bool ParseParallelMode(const std::string& s, DataParallelMode* out) {
   std::string l = absl::AsciiStrToLower(s);
-  if (l == "ddp") *out = ParallelMode::kDdp;
-  else if (l == "zero1") *out = ParallelMode::kZero1;
-  else if (l == "fsdp") *out = ParallelMode::kFsdp;
+  if (l == "ddp") *out = DataParallelMode::kDdp;
+  else if (l == "zero1") *out = DataParallelMode::kZero1;
+  else if (l == "fsdp") *out = DataParallelMode::kFsdp;
   else return false;
   return true;
 }
 
-RankMemoryPlan PlanRankMemory(const Plan& plan, ParallelMode mode, int world, bool reshard_after_forward,
+RankMemoryPlan PlanRankMemory(const Plan& plan, DataParallelMode mode, int world, bool reshard_after_forward,
                               int64_t rank_memory) {
   RankMemoryPlan r;
   r.mode = mode;
@@ -323,17 +323,17 @@ RankMemoryPlan PlanRankMemory(const Plan& plan, ParallelMode mode, int world, bo
   const int64_t f = 4;
   r.activations = plan.memory.activations;
   switch (mode) {
-    case ParallelMode::kDdp:
+    case DataParallelMode::kDdp:
       r.weights = full * f;
       r.grads = full * f;
       r.optimizer = 2 * full * f;
       break;
-    case ParallelMode::kZero1:
+    case DataParallelMode::kZero1:
       r.weights = full * f;
       r.grads = (full + shard_total) * f;
       r.optimizer = 2 * shard_total * f;
       break;
-    case ParallelMode::kFsdp:
+    case DataParallelMode::kFsdp:
       r.weights = shard_total * f;
       r.grads = (shard_total + shard(std::max(top, layer))) * f;
       r.optimizer = 2 * shard_total * f;
@@ -346,18 +346,18 @@ RankMemoryPlan PlanRankMemory(const Plan& plan, ParallelMode mode, int world, bo
 
 std::string FormatRankMemory(const RankMemoryPlan& r) {
   std::string s = absl::StrFormat("per rank, %s x %d%s:\n", ParallelModeName(r.mode), r.world,
-                                  r.mode == ParallelMode::kFsdp
+                                  r.mode == DataParallelMode::kFsdp
                                       ? (r.reshard_after_forward ? " (reshard after forward)" : " (keep gathered layers)")
                                       : "");
   auto row = [&](const char* name, int64_t b, const char* note) {
     s += absl::StrFormat("  %-22s %12s  %s\n", name, Bytes(b), note);
   };
-  row("weights", r.weights, r.mode == ParallelMode::kFsdp ? "shard (fp32 master)" : "full");
+  row("weights", r.weights, r.mode == DataParallelMode::kFsdp ? "shard (fp32 master)" : "full");
   row("grads", r.grads,
-      r.mode == ParallelMode::kDdp ? "full" : r.mode == ParallelMode::kZero1 ? "full + reduce-scattered shard"
+      r.mode == DataParallelMode::kDdp ? "full" : r.mode == DataParallelMode::kZero1 ? "full + reduce-scattered shard"
                                                                              : "shard accumulator + staging shard");
-  row("adamw m + v", r.optimizer, r.mode == ParallelMode::kDdp ? "full" : "shard");
-  if (r.mode == ParallelMode::kFsdp)
+  row("adamw m + v", r.optimizer, r.mode == DataParallelMode::kDdp ? "full" : "shard");
+  if (r.mode == DataParallelMode::kFsdp)
     row("gathered", r.gathered, r.reshard_after_forward ? "buffer 0 + one layer, weights and grads"
                                                          : "buffer 0 w+g, every layer's weights, one layer's grads");
   row("activations", r.activations, "one micro-batch");

@@ -110,9 +110,9 @@ Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 // Not counted: the one-off full-model copy at startup/resume and the full
 // parameters gathered for a checkpoint save or the periodic probe (both
 // spikes of one full model's weights; rank 0 also gathers m and v to save).
-enum class ParallelMode { kDdp, kZero1, kFsdp };
+enum class DataParallelMode { kDdp, kZero1, kFsdp };
 struct RankMemoryPlan {
-  ParallelMode mode = ParallelMode::kDdp;
+  DataParallelMode mode = DataParallelMode::kDdp;
   int world = 1;
   bool reshard_after_forward = true;
   int64_t weights = 0;      // resident weights (full or shard)
@@ -124,10 +124,10 @@ struct RankMemoryPlan {
   int64_t rank_memory = 0;  // the budget asked about; 0 = none given
   bool fits() const { return rank_memory <= 0 || total <= rank_memory; }
 };
-const char* ParallelModeName(ParallelMode m);
+const char* ParallelModeName(DataParallelMode m);
 // "ddp", "zero1", "fsdp" (any case); false when unknown.
-bool ParseParallelMode(const std::string& s, ParallelMode* out);
-RankMemoryPlan PlanRankMemory(const Plan& plan, ParallelMode mode, int world, bool reshard_after_forward = true,
+bool ParseParallelMode(const std::string& s, DataParallelMode* out);
+RankMemoryPlan PlanRankMemory(const Plan& plan, DataParallelMode mode, int world, bool reshard_after_forward = true,
                               int64_t rank_memory = 0);
 std::string FormatRankMemory(const RankMemoryPlan& r);
 nlohmann::json RankMemoryToJson(const RankMemoryPlan& r);

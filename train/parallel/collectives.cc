@@ -12,37 +12,21 @@ Tensor RangeView(const Tensor& t, ElementRange r) {
 }
 
 absl::Status ReduceScatterSum(Communicator& comm, Backend& be, const Tensor& full, const Tensor& shard) {
+  (void)be;
   const ElementRange r = ShardOf(full.numel(), comm.rank(), comm.world_size());
   if (shard.numel() != r.size())
-    return absl::InvalidArgumentError(absl::StrCat("ReduceScatterSum: rank ", comm.rank(), " of ", comm.world_size(),
-                                                   " owns ", r.size(), " of ", full.numel(),
-                                                   " elements, the shard has ", shard.numel()));
-  if (comm.world_size() > 1) {
-    absl::Status st = comm.AllReduceSum(full);
-    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("ReduceScatterSum: ", st.message()));
-  }
-  if (r.size() > 0 && RangeView(full, r).data != shard.data) be.Copy(shard, RangeView(full, r));
-  return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("ReduceScatterSum: ", comm.Where(), " owns ", r.size(), " of ",
+                                                   full.numel(), " elements, the shard has ", shard.numel()));
+  return comm.ReduceScatterSum(full.as<float>(), full.numel(), shard.as<float>());
 }
 
 absl::Status AllGather(Communicator& comm, Backend& be, const Tensor& shard, const Tensor& full) {
+  (void)be;
   const ElementRange r = ShardOf(full.numel(), comm.rank(), comm.world_size());
   if (shard.numel() != r.size())
-    return absl::InvalidArgumentError(absl::StrCat("AllGather: rank ", comm.rank(), " of ", comm.world_size(),
-                                                   " owns ", r.size(), " of ", full.numel(),
-                                                   " elements, the shard has ", shard.numel()));
-  const Tensor mine = RangeView(full, r);
-  if (comm.world_size() == 1) {
-    if (r.size() > 0 && mine.data != shard.data) be.Copy(mine, shard);
-    return absl::OkStatus();
-  }
-  // Keep the shard if it aliases full, zero the rest, sum.
-  if (r.size() > 0 && mine.data != shard.data) be.Copy(mine, shard);
-  if (r.begin > 0) be.Fill(RangeView(full, {0, r.begin}), 0.0);
-  if (r.end < full.numel()) be.Fill(RangeView(full, {r.end, full.numel()}), 0.0);
-  absl::Status st = comm.AllReduceSum(full);
-  if (!st.ok()) return absl::Status(st.code(), absl::StrCat("AllGather: ", st.message()));
-  return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("AllGather: ", comm.Where(), " owns ", r.size(), " of ",
+                                                   full.numel(), " elements, the shard has ", shard.numel()));
+  return comm.AllGather(shard.data, full.numel(), full.dtype, full.data);
 }
 
 }  // namespace longctx

@@ -1,14 +1,9 @@
-// Why: the sharded strategies need reduce-scatter and all-gather over a
-// parameter buffer split by ShardOf (model/param_layout.h). They are written
-// here once, on top of the Communicator interface, so every strategy uses the
-// same split and the same "every rank gets the same bits" guarantee:
-//  * ReduceScatterSum: full (summed over ranks) restricted to this rank's range.
-//  * AllGather: every rank's shard placed at its range of `full`.
-// Both currently run through AllReduceSum (gather = sum of one non-zero
-// contribution and zeros, which is exact in any order, so every rank gets the
-// shard owner's bits; reduce-scatter = all-reduce then keep the range), which
-// moves about twice the bytes of native collectives; launch/'s native
-// ReduceScatter/AllGather replace these bodies when they land (same contract).
+// Why: the sharded strategies reduce-scatter and all-gather parameter
+// buffers split by ShardOf (model/param_layout.h, the same split as launch/'s
+// ShardRange — checked in tests/parallel). These wrappers take Tensors, check
+// sizes against that split, and prefix errors with the collective's purpose.
+// Every rank receives the same bits: reduce-scatter sums each element once
+// (on whichever path the MPI library takes) and all-gather is a copy.
 #ifndef LONGCTX_TRAIN_PARALLEL_COLLECTIVES_H_
 #define LONGCTX_TRAIN_PARALLEL_COLLECTIVES_H_
 
@@ -19,8 +14,8 @@
 
 namespace longctx {
 
-// full: 1-D [n], every rank's contribution (clobbered: may hold the full sum
-// afterwards). shard: 1-D [ShardOf(n, rank, world).size()], receives the sum
+// full: 1-D [n], every rank's contribution (read only). shard: 1-D
+// [ShardOf(n, rank, world).size()], not overlapping full, receives the sum
 // over ranks of full's elements in this rank's range.
 absl::Status ReduceScatterSum(Communicator& comm, Backend& be, const Tensor& full, const Tensor& shard);
 

@@ -79,9 +79,14 @@ class DdpStrategy : public ParallelStrategy {
       if (comm_->world_size() == 1) {
         st = comm_->AllReduceSum(g);  // today's single-process path (identity)
       } else {
-        // Reduce-scatter then all-gather in place: each element is summed once
-        // (by its owner's reduction) and every rank receives those bits.
-        const Tensor mine = RangeView(g, ShardOf(g.numel(), comm_->rank(), comm_->world_size()));
+        // Reduce-scatter then all-gather: each element is summed once (into
+        // its owner's shard) and every rank receives a copy of those bits, so
+        // the replicated AdamW keeps the parameters bitwise equal on every
+        // rank (an all-reduce does not promise identical bits on all ranks).
+        const int64_t n = ShardOf(g.numel(), comm_->rank(), comm_->world_size()).size();
+        if (tmp_.bytes() < static_cast<size_t>(n) * sizeof(float))
+          tmp_ = DeviceBuffer(&be, static_cast<size_t>(n) * sizeof(float));
+        const Tensor mine(tmp_.data(), DType::kF32, {n}, be.device());
         st = ReduceScatterSum(*comm_, be, g, mine);
         if (st.ok()) st = AllGather(*comm_, be, mine, g);
       }
@@ -119,6 +124,7 @@ class DdpStrategy : public ParallelStrategy {
   Transformer* model_;
   Communicator* comm_;
   std::unique_ptr<AdamW> opt_;
+  DeviceBuffer tmp_;  // one reduced shard, the largest buffer's
 };
 
 // ---------------------------------------------------------------- ZeRO-1

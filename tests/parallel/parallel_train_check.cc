@@ -1,0 +1,151 @@
+// Why: DDP, ZeRO-1 and FSDP are only tested by running several ranks, so this
+// program is launched by ctest under mpirun (tests/parallel/CMakeLists.txt).
+// It trains configs/demo.textproto's model (layers/steps/rows overridable to
+// keep CI short) on a deterministic byte corpus with a fixed global batch of
+// `--global_micro` micro-batches per step (grad_accum = global_micro / world),
+// through the same pieces the trainer uses (Packer, Transformer,
+// ParallelStrategy), and prints one line per step on rank 0:
+//   step S loss L grad_norm G hash H
+// In DDP every rank hashes its parameters after every step and the job aborts
+// unless all hashes are equal. compare_runs.sh compares the loss columns of
+// runs with 1, 2 and 4 ranks. --fail_rank R --fail_step S makes rank R find a
+// bad token id in its micro-batch at step S: it must end the whole job
+// non-zero with its message (AbortJob), never hang.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/backend.h"
+#include "launch/communicator.h"
+#include "model/config.h"
+#include "model/transformer.h"
+#include "optim/lr_schedule.h"
+#include "tests/support/test_util.h"
+#include "train/config_loader.h"
+#include "train/device_batch.h"
+#include "train/parallel/parallel_strategy.h"
+#include "train/parallel/rank_threads.h"
+#include "train/trainer.h"
+
+namespace longctx {
+namespace {
+
+std::string Arg(int argc, char** argv, const std::string& name, const std::string& def) {
+  const std::string p = "--" + name + "=";
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind(p, 0) == 0) return std::string(argv[i]).substr(p.size());
+  return def;
+}
+int IntArg(int argc, char** argv, const std::string& name, int def) {
+  int v = def;
+  if (!absl::SimpleAtoi(Arg(argc, argv, name, std::to_string(def)), &v)) AbortJob(absl::InvalidArgumentError(name));
+  return v;
+}
+
+void Check(const absl::Status& st) {
+  if (!st.ok()) AbortJob(st);
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<std::unique_ptr<Communicator>> comm_or = MakeCommunicator();
+  Check(comm_or.status());
+  Communicator& comm = **comm_or;
+  const int world = comm.world_size(), rank = comm.rank();
+  const std::string mode = Arg(argc, argv, "mode", "ddp");
+  const int global_micro = IntArg(argc, argv, "global_micro", 4);
+  const int fail_rank = IntArg(argc, argv, "fail_rank", -1), fail_step = IntArg(argc, argv, "fail_step", -1);
+  if (global_micro % world != 0)
+    AbortJob(absl::InvalidArgumentError(absl::StrCat("--global_micro ", global_micro, " is not a multiple of world ", world)));
+
+  std::vector<std::string> overrides = {
+      absl::StrCat("--mode=", mode == "zero1" ? "ZERO1" : mode == "fsdp" ? "FSDP" : "DDP"),
+      absl::StrCat("--steps=", Arg(argc, argv, "steps", "50")),
+      absl::StrCat("--model.num_layers=", Arg(argc, argv, "layers", "8")),
+      absl::StrCat("--data.batch_size=", Arg(argc, argv, "batch_size", "8")),
+      absl::StrCat("--data.seq_len=", Arg(argc, argv, "seq_len", "256")),
+      absl::StrCat("--fsdp_reshard_after_forward=", Arg(argc, argv, "reshard", "true")),
+      absl::StrCat("--grad_accum=", global_micro / world)};
+  // Each rank writes the same deterministic corpus into its own directory.
+  testing::TempDir dir;
+  const std::string corpus = dir / "corpus.ltok";
+  Check(testing::WriteByteTokenCorpus(dir / "text", corpus, 120, 3));
+  overrides.push_back("--data.path=" + corpus);
+  absl::StatusOr<TrainConfig> config = LoadTrainConfig(testing::SourcePath("configs/demo.textproto"), overrides);
+  Check(config.status());
+
+  absl::StatusOr<RankThreads> threads = ChooseThreadsPerRank(config->threads(), comm.local_world_size(), 0, false);
+  Check(threads.status());
+  if (rank == 0 && !threads->warning.empty()) std::fprintf(stderr, "%s\n", threads->warning.c_str());
+  SetComputeThreads(threads->threads);
+
+  absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
+  Check(dims.status());
+  std::unique_ptr<Backend> be = MakeCpuBackend();
+  Transformer model(*dims, be.get(), DType::kF32);
+  model.InitParams(config->seed());
+  absl::StatusOr<std::unique_ptr<TokenDataset>> data = OpenTrainingData(*config);
+  Check(data.status());
+  absl::StatusOr<std::unique_ptr<Packer>> packer = MakeTrainPacker(*config, data->get());
+  Check(packer.status());
+  absl::StatusOr<std::unique_ptr<ParallelStrategy>> strategy = MakeParallelStrategy(*config, &model, &comm);
+  Check(strategy.status());
+  Check((*strategy)->Setup());
+  DeviceBatch device_batch(be.get());
+
+  const int steps = config->steps();
+  std::vector<PackedBatch> micro(global_micro);
+  for (int step = 1; step <= steps; ++step) {
+    int64_t target_tokens = 0;
+    for (auto& b : micro) {
+      absl::StatusOr<PackedBatch> n = (*packer)->Next();
+      Check(n.status());
+      b = std::move(*n);
+      target_tokens += b.num_target_tokens;
+    }
+    (*strategy)->BeginStep();
+    double loss_sum = 0;
+    for (int i = rank; i < global_micro; i += world) {
+      if (rank == fail_rank && step == fail_step) micro[i].inputs[3] = dims->vocab + 7;
+      for (int32_t id : micro[i].inputs)
+        if (id < 0 || id >= dims->vocab)
+          AbortJob(absl::InvalidArgumentError(absl::StrFormat(
+              "step %d: micro-batch %d has token id %d outside the vocabulary [0, %d)", step, i, id, dims->vocab)));
+      loss_sum += model.ForwardBackward(device_batch.Upload(micro[i]), 1.0 / static_cast<double>(target_tokens), true);
+    }
+    Check((*strategy)->FinishBackward());
+    Check(comm.AllReduceSum(&loss_sum, 1));
+    const double lr = WarmupCosineLr(step, config->optim().lr(), config->optim().min_lr(),
+                                     config->optim().warmup_steps(), steps);
+    absl::StatusOr<StepStats> stats = (*strategy)->OptimizerStep(lr);
+    Check(stats.status());
+    uint64_t hash = 0;
+    if ((*strategy)->name() == std::string("DDP")) {
+      hash = HashParameters(model);
+      int64_t lo[2] = {static_cast<int64_t>(hash >> 32), static_cast<int64_t>(hash & 0xffffffffu)};
+      int64_t hi[2] = {lo[0], lo[1]};
+      Check(comm.AllReduceMin(lo, 2));
+      Check(comm.AllReduceMax(hi, 2));
+      if (lo[0] != hi[0] || lo[1] != hi[1])
+        AbortJob(absl::InternalError(absl::StrFormat("DDP: parameters differ across ranks after step %d "
+                                                     "(rank hash %016x)", step, hash)));
+    }
+    if (rank == 0)
+      std::printf("step %d loss %.17g grad_norm %.17g hash %016llx\n", step, loss_sum / target_tokens,
+                  stats->grad_norm, static_cast<unsigned long long>(hash));
+  }
+  if (rank == 0)
+    std::printf("parallel_train_check: %s world %d: %d steps, state %lld bytes on rank 0\n", (*strategy)->name(),
+                world, steps, static_cast<long long>((*strategy)->state_bytes()));
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace longctx
+
+int main(int argc, char** argv) { return longctx::Main(argc, argv); }
