@@ -147,8 +147,8 @@ TEST(CliTest, StrayPositionalIsAnError) {
 
 TEST(CliTest, SpacePlanOverrideEqualsEqualsForm) {
   const std::string config = SourcePath("configs/tiny-test.textproto");
-  const auto a = RunCommand(absl::StrCat(LongctxBinary(), " plan --json --config ", config, " --model.layers 2"));
-  const auto b = RunCommand(absl::StrCat(LongctxBinary(), " plan --json --config=", config, " --model.layers=2"));
+  const auto a = RunCommand(absl::StrCat(LongctxBinary(), " plan --json --config ", config, " --model.num_layers 2"));
+  const auto b = RunCommand(absl::StrCat(LongctxBinary(), " plan --json --config=", config, " --model.num_layers=2"));
   const auto c = RunCommand(absl::StrCat(LongctxBinary(), " plan --json --config ", config));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   ASSERT_EQ(b.exit_code, 0) << b.output;

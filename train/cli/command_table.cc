@@ -121,7 +121,8 @@ CLI::App* CommandTable::Add(CommandSpec spec) {
   }
   CLI::App* app = parent->add_subcommand(spec.path.substr(space == std::string::npos ? 0 : space + 1), spec.summary);
   app->allow_extras();  // what it does not know comes back to CollectOverrides, which reports it
-  if (parent == root_.get()) app->group("");  // `longctx --help` lists every command itself (CommandList)
+  // `longctx --help` lists every command itself (CommandList); a group lists its subcommands.
+  app->group(parent == root_.get() ? "" : "Subcommands");
   if (!spec.notes.empty()) app->footer(spec.notes);
   if (spec.config_overrides) takes_overrides_.insert(app);
   by_path_[spec.path] = entries_.size();
@@ -234,15 +235,11 @@ int CommandTable::Main(int argc, const char* const* argv) {
   const Entry* e = EntryOf(app);
   const std::vector<std::string> rest = app->remaining();
   if (e == nullptr || !e->spec.run) {  // no command, or a group without its subcommand
-    if (rest.empty()) {
-      std::fprintf(stderr, "%s", app->help().c_str());
-      return 1;
-    }
-    if (absl::StartsWith(rest[0], "-")) {
-      std::fprintf(stderr, "%s", app->help().c_str());
+    const std::string parents = app == root_.get() ? "" : PathOf(app->get_parent());
+    std::fprintf(stderr, "%s", app->help(parents.empty() ? "longctx" : "longctx " + parents).c_str());
+    if (rest.empty()) return 1;
+    if (absl::StartsWith(rest[0], "-"))
       return Fail(path, absl::StrCat("unknown flag ", rest[0], ": give the command first"));
-    }
-    std::fprintf(stderr, "%s", app->help().c_str());
     Fail(path, absl::StrCat("unknown command '", path.empty() ? "" : path + " ", rest[0], "'"));
     return 2;
   }
