@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -208,6 +209,11 @@ void CheckErrors(Communicator& c) {
     std::vector<float> buf(16);
     expect_error(c.ReduceScatterSum(buf.data(), 16, buf.data()), absl::StatusCode::kInvalidArgument,
                  "ReduceScatterSum with the shard inside the input");
+    // MPI_THREAD_FUNNELED: a call from another thread is refused, not undefined.
+    absl::Status from_thread;
+    std::thread t([&] { from_thread = c.Barrier(); });
+    t.join();
+    expect_error(from_thread, absl::StatusCode::kFailedPrecondition, "Barrier from a non-main thread");
   }
   ++g_checks;
 }
