@@ -81,11 +81,11 @@ int Main(int argc, char** argv) {
   absl::StatusOr<RankThreads> threads = ChooseThreadsPerRank(config->threads(), comm.local_world_size(), 0, false);
   Check(threads.status());
   if (rank == 0 && !threads->warning.empty()) std::fprintf(stderr, "%s\n", threads->warning.c_str());
-  SetComputeThreads(threads->threads);
 
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   Check(dims.status());
   std::unique_ptr<Backend> be = MakeCpuBackend();
+  Check(be->SetThreads(threads->threads));
   Transformer model(*dims, be.get(), DType::kF32);
   model.InitParams(config->seed());
   absl::StatusOr<std::unique_ptr<TokenDataset>> data = OpenTrainingData(*config);
