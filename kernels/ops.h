@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/attention_args.h"
 #include "kernels/tensor.h"
 
 namespace longctx {
@@ -88,27 +89,18 @@ struct SwiGluParams {
 // never sees a key of another segment. window w > 0: query i sees keys j with
 // i - w < j <= i (itself and its w-1 predecessors); w = 0: all j <= i.
 // Query head h reads kv head h / (num_heads / num_kv_heads).
-struct AttentionParams {
-  Tensor q;           // [N, H, head_dim], row-strided allowed
-  Tensor k;           // [N, Hkv, head_dim], row-strided allowed
-  Tensor v;           // [N, Hkv, head_dim], row-strided allowed
-  Tensor o;           // [N, H, head_dim] forward output, row-strided allowed
-  Tensor lse;         // [H, N] log-sum-exp of scaled scores, forward output
-  Tensor cu_seqlens;  // I32 [num_segments + 1], cu[0] = 0, cu[last] = N
-  int window = 0;
-  double scale = 0.0;  // 0 = 1/sqrt(head_dim)
-  // Forward only (inference: KV-cache decode, chunked prefill, STRING); the
-  // backward requires both unset. With cu_seqlens_k set, k and v have their
-  // own rows (Nk) and segments: segment s has Lq queries and Lk >= Lq keys,
-  // aligned bottom-right (query r of the segment sits at key index
-  // Lk - Lq + r, so the last query is the last key). diagonal_offset o >= 0:
-  // a query at key index i sees keys j <= i - o (and j > i - window with a
-  // window, measured from i as always); a row that sees no key gets o = 0 and
-  // lse = -inf.
-  Tensor cu_seqlens_k;  // I32 [num_segments + 1], cu_k[last] = Nk; unset = cu_seqlens
-  int diagonal_offset = 0;
-  // Backward only (dq, dk, dv overwritten; row-strided allowed):
-  Tensor d_o, dq, dk, dv;
+// Forward only (inference: KV-cache decode, chunked prefill, STRING); the
+// backward requires both unset. With cu_seqlens_k set, k and v have their
+// own rows (Nk) and segments: segment s has Lq queries and Lk >= Lq keys,
+// aligned bottom-right (query r of the segment sits at key index
+// Lk - Lq + r, so the last query is the last key). diagonal_offset o >= 0:
+// a query at key index i sees keys j <= i - o (and j > i - window with a
+// window, measured from i as always); a row that sees no key gets o = 0 and
+// lse = -inf.
+// The fields are those of AttentionArgs (kernels/attention_args.h), shared
+// with the CUDA half of that backend, which cannot include this header; the
+// visibility rule above is kernels/math/attention_visibility.h.
+struct AttentionParams : AttentionArgs {
   absl::Status Validate(bool backward) const;
 };
 

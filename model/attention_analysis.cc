@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/log.h"
+#include "kernels/math/attention_visibility.h"
 
 namespace longctx {
 namespace {
@@ -23,8 +24,14 @@ const float* KRow(const CapturedAttention& a, int64_t j, int64_t h) {
   const int64_t group = a.heads / a.kv_heads;
   return a.k.data() + (j * a.kv_heads + h / group) * a.head_dim;
 }
-int64_t FirstKey(const CapturedAttention& a, int64_t i) {
-  return a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
+// The keys [first, end) query i sees: one document from position 0, queries
+// and keys the same tokens (kernels/math/attention_visibility.h).
+struct KeyRange {
+  int64_t first, end;
+};
+KeyRange VisibleKeys(const CapturedAttention& a, int64_t i) {
+  const math::AttentionMask mask{a.window, 0};
+  return {math::FirstVisibleKey(mask, 0, i), math::EndVisibleKey(mask, i)};
 }
 void CheckShapes(const CapturedAttention& a) {
   CHECK(a.tokens > 0 && a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.heads % a.kv_heads == 0)
@@ -65,10 +72,10 @@ std::vector<double> AttentionRow(const CapturedAttention& a, int64_t head, int64
   CHECK(head >= 0 && head < a.heads && i >= 0 && i < a.tokens) << "AttentionRow out of range";
   const double scale = 1.0 / std::sqrt(static_cast<double>(a.head_dim));
   std::vector<double> p(i + 1, 0.0);
-  const int64_t j0 = FirstKey(a, i);
+  const auto [j0, j1] = VisibleKeys(a, i);
   double mx = -std::numeric_limits<double>::infinity();
   const float* q = QRow(a, i, head);
-  for (int64_t j = j0; j <= i; ++j) {
+  for (int64_t j = j0; j < j1; ++j) {
     const float* k = KRow(a, j, head);
     double s = 0;
     for (int64_t d = 0; d < a.head_dim; ++d) s += static_cast<double>(q[d]) * k[d];
@@ -76,8 +83,8 @@ std::vector<double> AttentionRow(const CapturedAttention& a, int64_t head, int64
     mx = std::max(mx, p[j]);
   }
   double z = 0;
-  for (int64_t j = j0; j <= i; ++j) z += (p[j] = std::exp(p[j] - mx));
-  for (int64_t j = j0; j <= i; ++j) p[j] /= z;
+  for (int64_t j = j0; j < j1; ++j) z += (p[j] = std::exp(p[j] - mx));
+  for (int64_t j = j0; j < j1; ++j) p[j] /= z;
   return p;
 }
 
@@ -164,16 +171,16 @@ std::vector<HeadContribution> RopePairContributions(const std::vector<CapturedAt
     // Every visible (i, j) pair, or a seeded sample of them.
     std::vector<std::pair<int64_t, int64_t>> pairs;
     int64_t total = 0;
-    for (int64_t i = 0; i < a.tokens; ++i) total += i - FirstKey(a, i) + 1;
+    for (int64_t i = 0; i < a.tokens; ++i) total += VisibleKeys(a, i).end - VisibleKeys(a, i).first;
     std::mt19937_64 rng(seed + 7919 * static_cast<uint64_t>(a.layer));
     if (total <= max_pairs) {
       for (int64_t i = 0; i < a.tokens; ++i)
-        for (int64_t j = FirstKey(a, i); j <= i; ++j) pairs.emplace_back(i, j);
+        for (int64_t j = VisibleKeys(a, i).first; j < VisibleKeys(a, i).end; ++j) pairs.emplace_back(i, j);
     } else {
       std::uniform_int_distribution<int64_t> qi(0, a.tokens - 1);
       while (static_cast<int64_t>(pairs.size()) < max_pairs) {
         const int64_t i = qi(rng);
-        std::uniform_int_distribution<int64_t> kj(FirstKey(a, i), i);
+        std::uniform_int_distribution<int64_t> kj(VisibleKeys(a, i).first, VisibleKeys(a, i).end - 1);
         pairs.emplace_back(i, kj(rng));
       }
     }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/log.h"
+#include "kernels/math/attention_visibility.h"
 
 namespace longctx {
 
@@ -62,8 +63,10 @@ KvCache::Rows KvCache::Append(int layer, int64_t count) {
   CHECK(count >= 0) << "KvCache::Append: negative count";
   Layer& c = layers_[layer];
   if (c.length + count > c.capacity) {
-    // A query of the new rows sees itself and at most window - 1 predecessors.
-    if (c.window > 0) Compact(c, std::min<int64_t>(c.length, c.window - 1));
+    // Rows before the first key the next query (key index length) sees are
+    // seen by no later query either (the rule's ranges only move forward).
+    const math::AttentionMask mask{c.window, 0};
+    Compact(c, c.length - math::FirstVisibleKey(mask, 0, c.length));
     if (c.length + count > c.capacity) {
       const int64_t want = c.length + count;
       // Full layers double; sliding layers take room for one more window of

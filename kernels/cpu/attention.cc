@@ -28,6 +28,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/log.h"
+#include "kernels/math/attention_visibility.h"
 #include "kernels/math/online_softmax.h"
 
 namespace longctx::cpu {
@@ -133,66 +134,17 @@ void TileGemm(int m, int n, int k, const T* __restrict a, ptrdiff_t a_rs, ptrdif
   for (; i < m; ++i) GemmRows<T, 1>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
 }
 
-// Everything a work item needs: raw pointers and strides (in elements).
+// Everything a work item needs: the shared unpacked form of the params
+// (kernels/attention_args.h: raw pointers, strides in elements, the mask) and,
+// in the backward, D. Offset and shift are 0 in the backward (Validate).
 template <class T>
-struct Ctx {
-  int64_t n, heads, kv_heads, d, group;
-  int window;
-  int offset;  // diagonal_offset (forward only)
-  T scale;
-  const int32_t* cu;
-  const int32_t* cu_k;  // keys' segments (== cu in training)
-  int64_t segments;
-  const T *q, *k, *v;
-  T *o, *lse;
-  int64_t sq, sk, sv, so, slse;
-  // Backward only.
-  const T* d_o;
-  T *dq, *dk, *dv;
-  int64_t sdo, sdq, sdk, sdv;
-  const T* drow;  // D[h * n + i] = rowsum(dO * O)
-
-  // First key visible to query i of the segment starting at s0.
-  int64_t KeyLo(int64_t s0, int64_t i) const { return window > 0 ? std::max(s0, i - window + 1) : s0; }
-  // One past the last query that sees key j of the segment ending at s1.
-  int64_t QueryHi(int64_t s1, int64_t j) const { return window > 0 ? std::min(s1, j + window) : s1; }
+struct Ctx : AttentionView<T> {
+  const T* drow = nullptr;  // D[h * n + i] = rowsum(dO * O)
 };
 
 template <class T>
 Ctx<T> MakeCtx(const AttentionParams& p, bool backward) {
-  Ctx<T> c{};
-  c.n = p.q.shape[0];
-  c.heads = p.q.shape[1];
-  c.d = p.q.shape[2];
-  c.kv_heads = p.k.shape[1];
-  c.group = c.heads / c.kv_heads;
-  c.window = p.window;
-  c.offset = p.diagonal_offset;
-  c.scale = static_cast<T>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(c.d)));
-  c.cu = p.cu_seqlens.as<int32_t>();
-  c.cu_k = p.cu_seqlens_k.defined() ? p.cu_seqlens_k.as<int32_t>() : c.cu;
-  c.segments = p.cu_seqlens.shape[0] - 1;
-  c.q = p.q.as<T>();
-  c.k = p.k.as<T>();
-  c.v = p.v.as<T>();
-  c.o = p.o.as<T>();
-  c.lse = p.lse.as<T>();
-  c.sq = p.q.stride0();
-  c.sk = p.k.stride0();
-  c.sv = p.v.stride0();
-  c.so = p.o.stride0();
-  c.slse = p.lse.stride0();
-  if (backward) {
-    c.d_o = p.d_o.as<T>();
-    c.dq = p.dq.as<T>();
-    c.dk = p.dk.as<T>();
-    c.dv = p.dv.as<T>();
-    c.sdo = p.d_o.stride0();
-    c.sdq = p.dq.stride0();
-    c.sdk = p.dk.stride0();
-    c.sdv = p.dv.stride0();
-  }
-  return c;
+  return Ctx<T>{UnpackAttention<T>(p, backward)};
 }
 
 // A block of rows [begin, end) inside the segment [seg_begin, seg_end), plus
@@ -226,7 +178,7 @@ std::vector<Item> MakeForwardItems(const int32_t* cu, const int32_t* cu_k, int64
     for (int64_t b = cu[s]; b < cu[s + 1]; b += block)
       for (int64_t h = 0; h < heads; ++h)
         items.push_back({cu_k[s], cu_k[s + 1], b, std::min<int64_t>(b + block, cu[s + 1]), h,
-                         int64_t{cu_k[s + 1]} - cu[s + 1]});
+                         math::QueryKeyShift(cu[s + 1], cu_k[s + 1])});
   return items;
 }
 
@@ -266,14 +218,14 @@ struct Range {
 };
 template <class T>
 Range QueriesSeeing(const Ctx<T>& c, int64_t j, int64_t i0, int nq) {
-  const int64_t a = std::max<int64_t>(0, j + c.offset - i0);
-  const int64_t b = c.window > 0 ? std::min<int64_t>(nq, j + c.window - i0) : nq;
+  const int64_t a = std::max<int64_t>(0, math::FirstQuerySeeing(c.mask, j) - i0);
+  const int64_t b = math::EndQuerySeeing(c.mask, i0 + nq, j) - i0;
   return {static_cast<int>(a), static_cast<int>(std::max(a, b))};
 }
 template <class T>
 Range KeysSeenBy(const Ctx<T>& c, int64_t seg_begin, int64_t i, int64_t t0, int nk) {
-  const int64_t a = std::max<int64_t>(0, c.KeyLo(seg_begin, i) - t0);
-  const int64_t b = std::min<int64_t>(nk, i + 1 - t0);
+  const int64_t a = std::max<int64_t>(0, math::FirstVisibleKey(c.mask, seg_begin, i) - t0);
+  const int64_t b = std::min<int64_t>(nk, math::EndVisibleKey(c.mask, i) - t0);
   return {static_cast<int>(a), static_cast<int>(std::max(a, b))};
 }
 
@@ -301,8 +253,9 @@ template <class T>
 void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   const int64_t d = c.d, h = it.head, g = h / c.group, i0 = it.begin;
   const int nq = static_cast<int>(it.end - i0);
-  // Key index of the first query, and one past the last key any query sees.
-  const int64_t p0 = i0 + it.shift, k_end = it.end + it.shift - c.offset;
+  // Key index of the first query; the item's keys are those its first query
+  // sees onward, up to one past the last key its last query sees.
+  const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
   T* __restrict st = w.s.data();
   T* __restrict m = w.m.data();
   T* __restrict l = w.l.data();
@@ -313,7 +266,7 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   std::fill(w.acc.begin(), w.acc.begin() + nq * d, T(0));
   std::fill(m, m + nq, math::NegInf<T>());
   std::fill(l, l + nq, T(0));
-  for (int64_t t0 = c.KeyLo(it.seg_begin, p0); t0 < k_end; t0 += kBlockK) {
+  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockK) {
     const int64_t t1 = std::min<int64_t>(t0 + kBlockK, k_end);
     const int nk = static_cast<int>(t1 - t0);
     const T* kb = c.k + t0 * c.sk + g * d;
@@ -371,12 +324,13 @@ void KeyValueGradItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   T* dva = w.acc2.data();
   std::fill(dka, dka + nk * d, T(0));
   std::fill(dva, dva + nk * d, T(0));
-  const int64_t qhi = c.QueryHi(it.seg_end, j1 - 1);
+  // Queries [j0, qhi) can see a key of the block (offset 0 in the backward).
+  const int64_t qlo = math::FirstQuerySeeing(c.mask, j0), qhi = math::EndQuerySeeing(c.mask, it.seg_end, j1 - 1);
   for (int64_t hh = 0; hh < c.group; ++hh) {
     const int64_t h = g * c.group + hh;
     const T* lse = c.lse + h * c.slse;
     const T* drow = c.drow + h * c.n;
-    for (int64_t t0 = j0; t0 < qhi; t0 += kBlockQ) {
+    for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
       const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0);
       const T* dob = c.d_o + t0 * c.sdo + h * d;
       LoadScaled(c.q + t0 * c.sq + h * d, c.sq, nq, d, c.scale, w.qs.data());
@@ -411,8 +365,9 @@ void QueryGradItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   LoadTransposed(c.d_o + i0 * c.sdo + h * d, c.sdo, nq, d, T(1), kBlockQ, w.dot.data());
   T* dqa = w.acc.data();
   std::fill(dqa, dqa + nq * d, T(0));
-  for (int64_t t0 = c.KeyLo(it.seg_begin, i0); t0 < it.end; t0 += kBlockK) {
-    const int nk = static_cast<int>(std::min<int64_t>(t0 + kBlockK, it.end) - t0);
+  const int64_t k_end = math::EndVisibleKey(c.mask, it.end - 1);
+  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, i0); t0 < k_end; t0 += kBlockK) {
+    const int nk = static_cast<int>(std::min<int64_t>(t0 + kBlockK, k_end) - t0);
     const T* kb = c.k + t0 * c.sk + g * d;
     TileGemm<T>(nk, kBlockQ, d, kb, c.sk, 1, w.qt.data(), kBlockQ, w.s.data(), kBlockQ, false);
     TileGemm<T>(nk, kBlockQ, d, c.v + t0 * c.sv + g * d, c.sv, 1, w.dot.data(), kBlockQ, w.dp.data(), kBlockQ,

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/dispatch.h"
 #include "kernels/log.h"
 #include "kernels/math/adamw.h"
 #include "kernels/math/swiglu.h"
+#include "kernels/tensor_layout.h"
 
 namespace longctx::cpu {
 namespace {
@@ -25,43 +27,11 @@ constexpr int64_t kTileElems = 1 << 14;
 // Below this many elements the work runs on the calling thread.
 constexpr int64_t kParallelMinElems = 1 << 15;
 
-template <class F>
-void DispatchFloat(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::kF32: f(float{}); break;
-    case DType::kF64: f(double{}); break;
-    default: LOG(FATAL) << op << ": unsupported dtype " << DTypeName(t);
-  }
-}
-
 bool SameShape(const Tensor& a, const Tensor& b) {
   if (a.ndim != b.ndim) return false;
   for (int i = 0; i < a.ndim; ++i)
     if (a.shape[i] != b.shape[i]) return false;
   return true;
-}
-
-// A tensor (or several of one shape) as rows x cols, cols contiguous. Dense
-// tensors are one flat row so the tiles are long spans whatever the shape.
-struct Layout {
-  int64_t rows = 0, cols = 0;
-  bool flat = true;
-  int64_t Stride(const Tensor& t) const { return flat ? 0 : t.stride0(); }
-};
-
-Layout MakeLayout(std::initializer_list<const Tensor*> ts) {
-  const Tensor& first = **ts.begin();
-  Layout l;
-  for (const Tensor* t : ts) l.flat = l.flat && (t->contiguous() || t->ndim <= 0);
-  if (l.flat || first.ndim == 0) {
-    l.flat = true;
-    l.rows = first.numel() > 0 ? 1 : 0;
-    l.cols = first.numel();
-  } else {
-    l.rows = first.shape[0];
-    l.cols = first.row_size();
-  }
-  return l;
 }
 
 // Fixed tiles over a layout: a long row is cut into kTileElems spans; short

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/dispatch.h"
 #include "kernels/log.h"
 #include "kernels/math/rmsnorm.h"
 
@@ -17,15 +18,6 @@ namespace {
 constexpr int64_t kParallelMinElems = 1 << 15;
 // Row chunks of the backward (each owns a [D] partial of dweight).
 constexpr int64_t kMaxBackwardChunks = 64;
-
-template <class F>
-void DispatchFloat(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::kF32: f(float{}); break;
-    case DType::kF64: f(double{}); break;
-    default: LOG(FATAL) << op << ": unsupported dtype " << DTypeName(t);
-  }
-}
 
 template <class T>
 void ForwardImpl(const RmsNormParams& p) {

@@ -14,8 +14,10 @@
 // Inference (forward only, ops.h): keys with their own segments aligned
 // bottom-right to the queries (KV-cache decode, chunked prefill) and a
 // diagonal offset (STRING's shifted part) only change each query's visible key
-// range [lo, hi], kept per row in shared memory; training has lo as before and
-// hi = i.
+// range [lo, hi), kept per row in shared memory; training has hi = i + 1. The
+// range, and the key and query tiles a block may skip, come from the one
+// visibility rule of kernels/math/attention_visibility.h that the CPU kernel,
+// the KV cache and the analyses use too.
 //
 // Backward: FlashAttention-2 recomputation from the saved lse and
 // D_i = rowsum(dO_i * O_i) (computed first, in double), in two race-free
@@ -36,6 +38,8 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/attention_args.h"
+#include "kernels/math/attention_visibility.h"
 #include "kernels/math/online_softmax.h"
 
 namespace longctx::cuda {
@@ -46,20 +50,13 @@ constexpr int kAttnThreads = 256;
 // one is used only when a head_dim does not fit even the smallest tile.
 constexpr int kSmemSoftBudget = 112 << 10;
 
+// The unpacked params shared with the CPU kernel (kernels/attention_args.h)
+// plus what only the launch knows. Token counts fit in int (cu_seqlens are
+// I32), so kernels narrow n, d and the head counts once, at their top.
 template <class T>
-struct AttnParams {
-  const T *q, *k, *v;
-  T *o, *lse;
-  const T* d_o;
-  T *dq, *dk, *dv;
-  T* delta;  // [H, N] dense: D = rowsum(dO * O)
-  int64_t sq, sk, sv, so, slse, sdo, sdq, sdk, sdv;
-  const int32_t* cu;
-  const int32_t* cu_k;  // keys' segments (== cu in training)
-  int segments;
-  int n, heads, group, d, window, tile;
-  int offset;  // diagonal_offset (forward only)
-  T scale;
+struct AttnParams : AttentionView<T> {
+  T* delta = nullptr;  // [H, N] dense: D = rowsum(dO * O)
+  int tile = 0;
 };
 
 // The first s >= 1 with cu[s] > i (cu[0] = 0 <= i < cu[segments] = n): token
@@ -84,33 +81,24 @@ __device__ __forceinline__ void SegmentBounds(const int32_t* cu, int segments, i
   end = cu[a];
 }
 
-// Forward: the keys [lo, hi] query i sees (lo > hi: none). The query sits at
-// key index i + cu_k[s] - cu[s] of its segment's end s (bottom-right).
+// The keys [lo, hi) query row i sees (hi <= lo: none), by the rule of
+// kernels/math/attention_visibility.h. The query sits at key index
+// i + cu_k[s] - cu[s] of its segment's end s (bottom-right; 0 in training,
+// where cu_k == cu). Every value is a token index, so it fits in int.
 template <class T>
 __device__ __forceinline__ void QueryKeyRange(const AttnParams<T>& p, int i, int& lo, int& hi) {
-  const int s = SegmentEnd(p.cu, p.segments, i);
-  const int kb = p.cu_k[s - 1];
-  const int pos = i + (p.cu_k[s] - p.cu[s]);
-  lo = p.window > 0 ? max(kb, pos - p.window + 1) : kb;
-  hi = pos - p.offset;
+  const int s = SegmentEnd(p.cu, static_cast<int>(p.segments), i);
+  const int64_t pos = math::QueryKeyIndex(i, p.cu[s], p.cu_k[s]);
+  lo = static_cast<int>(math::FirstVisibleKey(p.mask, p.cu_k[s - 1], pos));
+  hi = static_cast<int>(math::EndVisibleKey(p.mask, pos));
 }
 
-// First key query i sees.
-template <class T>
-__device__ __forceinline__ int KeyLo(const AttnParams<T>& p, int i) {
-  int b, e;
-  SegmentBounds(p.cu, p.segments, i, b, e);
-  return p.window > 0 ? max(b, i - p.window + 1) : b;
-}
-
-// One past the last query that sees key j.
+// One past the last query that sees key j (training: queries are the keys).
 template <class T>
 __device__ __forceinline__ int QueryHi(const AttnParams<T>& p, int j) {
   int b, e;
-  SegmentBounds(p.cu, p.segments, j, b, e);
-  if (p.window <= 0) return e;
-  const int64_t hi = static_cast<int64_t>(j) + p.window;  // may exceed INT_MAX
-  return hi < e ? static_cast<int>(hi) : e;
+  SegmentBounds(p.cu, static_cast<int>(p.segments), j, b, e);
+  return static_cast<int>(math::EndQuerySeeing(p.mask, e, j));
 }
 
 // Shared-memory layouts, as offsets in T elements (then `tile` ints). K and V
@@ -194,15 +182,15 @@ __device__ __forceinline__ void LoadTile(T* dst, int lds, const T* src, int64_t 
 template <class T>
 __global__ void __launch_bounds__(kAttnThreads) AttnForwardKernel(AttnParams<T> p) {
   extern __shared__ __align__(16) unsigned char attn_smem[];
-  const int B = p.tile, d = p.d, ldk = d + 1, lds = B + 1;
+  const int B = p.tile, d = static_cast<int>(p.d), ldk = d + 1, lds = B + 1;
   const FwdLayout L(B, d);
   T* base = reinterpret_cast<T*>(attn_smem);
   T *qs = base + L.q, *ks = base + L.k, *vs = base + L.v, *s = base + L.s, *acc = base + L.acc;
   T *mrow = base + L.m, *lrow = base + L.l, *alpha = base + L.alpha;
   int* lo = reinterpret_cast<int*>(base + L.total);
   int* hi = lo + B;
-  const int h = blockIdx.y, g = h / p.group;
-  const int q0 = blockIdx.x * B, nq = min(B, p.n - q0);
+  const int h = blockIdx.y, g = h / static_cast<int>(p.group);
+  const int q0 = blockIdx.x * B, nq = min(B, static_cast<int>(p.n) - q0);
   const int tid = threadIdx.x, nt = blockDim.x;
 
   LoadTile(qs, d, p.q, p.sq, int64_t(h) * d, q0, nq, d, p.scale);
@@ -215,8 +203,8 @@ __global__ void __launch_bounds__(kAttnThreads) AttnForwardKernel(AttnParams<T> 
   __syncthreads();
 
   // lo and hi are nondecreasing in the row, so the tile's keys are
-  // [lo[0], hi[nq - 1]]; no query of the tile sees a key at or past k_end.
-  const int k_end = hi[nq - 1] + 1;
+  // [lo[0], hi[nq - 1]); no query of the tile sees a key at or past k_end.
+  const int k_end = hi[nq - 1];
   for (int t0 = lo[0]; t0 < k_end; t0 += B) {
     const int nk = min(B, k_end - t0);
     LoadTile(ks, ldk, p.k, p.sk, int64_t(g) * d, t0, nk, d, T(1));
@@ -227,7 +215,7 @@ __global__ void __launch_bounds__(kAttnThreads) AttnForwardKernel(AttnParams<T> 
       const int r = e / B, c = e - r * B;
       const int j = t0 + c;
       T sc = math::NegInf<T>();
-      if (c < nk && j >= lo[r] && j <= hi[r]) sc = Dot(qs + r * d, ks + c * ldk, d);
+      if (c < nk && j >= lo[r] && j < hi[r]) sc = Dot(qs + r * d, ks + c * ldk, d);
       s[r * lds + c] = sc;
     }
     __syncthreads();
@@ -306,25 +294,27 @@ __device__ __forceinline__ void ProbAndGrad(const T* qrow, const T* dorow, const
 template <class T>
 __global__ void __launch_bounds__(kAttnThreads) AttnBackwardKvKernel(AttnParams<T> p) {
   extern __shared__ __align__(16) unsigned char attn_smem[];
-  const int B = p.tile, d = p.d, ldk = d + 1, lds = B + 1;
+  const int B = p.tile, d = static_cast<int>(p.d), ldk = d + 1, lds = B + 1;
   const KvLayout L(B, d);
   T* base = reinterpret_cast<T*>(attn_smem);
   T *ks = base + L.k, *vs = base + L.v, *qs = base + L.q, *dos = base + L.d_o;
   T *ps = base + L.p, *dss = base + L.ds, *dka = base + L.dk, *dva = base + L.dv;
   T *lse = base + L.lse, *delta = base + L.delta;
   int* lo = reinterpret_cast<int*>(base + L.total);
-  const int g = blockIdx.y;
-  const int j0 = blockIdx.x * B, nk = min(B, p.n - j0);
+  int* hi = lo + B;
+  const int g = blockIdx.y, group = static_cast<int>(p.group);
+  const int j0 = blockIdx.x * B, nk = min(B, static_cast<int>(p.n) - j0);
   const int tid = threadIdx.x, nt = blockDim.x;
 
   LoadTile(ks, ldk, p.k, p.sk, int64_t(g) * d, j0, nk, d, T(1));
   LoadTile(vs, ldk, p.v, p.sv, int64_t(g) * d, j0, nk, d, T(1));
   for (int e = tid; e < nk * d; e += nt) dka[e] = dva[e] = T(0);
-  const int q_end = QueryHi(p, j0 + nk - 1);  // queries [j0, q_end) can see a key of the tile
+  // Queries [q_begin, q_end) can see a key of the tile.
+  const int q_begin = static_cast<int>(math::FirstQuerySeeing(p.mask, j0)), q_end = QueryHi(p, j0 + nk - 1);
 
-  for (int hh = 0; hh < p.group; ++hh) {
-    const int h = g * p.group + hh;
-    for (int t0 = j0; t0 < q_end; t0 += B) {
+  for (int hh = 0; hh < group; ++hh) {
+    const int h = g * group + hh;
+    for (int t0 = q_begin; t0 < q_end; t0 += B) {
       const int nq = min(B, q_end - t0);
       __syncthreads();  // the previous tile's readers of qs/dos/ps/dss are done
       LoadTile(qs, d, p.q, p.sq, int64_t(h) * d, t0, nq, d, p.scale);
@@ -332,14 +322,14 @@ __global__ void __launch_bounds__(kAttnThreads) AttnBackwardKvKernel(AttnParams<
       for (int r = tid; r < nq; r += nt) {
         lse[r] = p.lse[int64_t(h) * p.slse + t0 + r];
         delta[r] = p.delta[int64_t(h) * p.n + t0 + r];
-        lo[r] = KeyLo(p, t0 + r);
+        QueryKeyRange(p, t0 + r, lo[r], hi[r]);
       }
       __syncthreads();
       for (int e = tid; e < nq * B; e += nt) {
         const int r = e / B, c = e - r * B;
-        const int i = t0 + r, j = j0 + c;
+        const int j = j0 + c;
         T pr = T(0), ds = T(0);
-        if (c < nk && j >= lo[r] && j <= i)
+        if (c < nk && j >= lo[r] && j < hi[r])
           ProbAndGrad(qs + r * d, dos + r * d, ks + c * ldk, vs + c * ldk, d, lse[r], delta[r], pr, ds);
         ps[r * lds + c] = pr;
         dss[r * lds + c] = ds;
@@ -369,14 +359,15 @@ __global__ void __launch_bounds__(kAttnThreads) AttnBackwardKvKernel(AttnParams<
 template <class T>
 __global__ void __launch_bounds__(kAttnThreads) AttnBackwardQKernel(AttnParams<T> p) {
   extern __shared__ __align__(16) unsigned char attn_smem[];
-  const int B = p.tile, d = p.d, ldk = d + 1, lds = B + 1;
+  const int B = p.tile, d = static_cast<int>(p.d), ldk = d + 1, lds = B + 1;
   const QLayout L(B, d);
   T* base = reinterpret_cast<T*>(attn_smem);
   T *qs = base + L.q, *dos = base + L.d_o, *ks = base + L.k, *vs = base + L.v;
   T *dss = base + L.ds, *dqa = base + L.dq, *lse = base + L.lse, *delta = base + L.delta;
   int* lo = reinterpret_cast<int*>(base + L.total);
-  const int h = blockIdx.y, g = h / p.group;
-  const int q0 = blockIdx.x * B, nq = min(B, p.n - q0);
+  int* hi = lo + B;
+  const int h = blockIdx.y, g = h / static_cast<int>(p.group);
+  const int q0 = blockIdx.x * B, nq = min(B, static_cast<int>(p.n) - q0);
   const int tid = threadIdx.x, nt = blockDim.x;
 
   LoadTile(qs, d, p.q, p.sq, int64_t(h) * d, q0, nq, d, p.scale);
@@ -385,11 +376,11 @@ __global__ void __launch_bounds__(kAttnThreads) AttnBackwardQKernel(AttnParams<T
   for (int r = tid; r < nq; r += nt) {
     lse[r] = p.lse[int64_t(h) * p.slse + q0 + r];
     delta[r] = p.delta[int64_t(h) * p.n + q0 + r];
-    lo[r] = KeyLo(p, q0 + r);
+    QueryKeyRange(p, q0 + r, lo[r], hi[r]);
   }
   __syncthreads();
 
-  const int k_end = q0 + nq;
+  const int k_end = hi[nq - 1];  // as in the forward
   for (int t0 = lo[0]; t0 < k_end; t0 += B) {
     const int nk = min(B, k_end - t0);
     LoadTile(ks, ldk, p.k, p.sk, int64_t(g) * d, t0, nk, d, T(1));
@@ -397,9 +388,9 @@ __global__ void __launch_bounds__(kAttnThreads) AttnBackwardQKernel(AttnParams<T
     __syncthreads();
     for (int e = tid; e < nq * B; e += nt) {
       const int r = e / B, c = e - r * B;
-      const int i = q0 + r, j = t0 + c;
+      const int j = t0 + c;
       T pr = T(0), ds = T(0);
-      if (c < nk && j >= lo[r] && j <= i)
+      if (c < nk && j >= lo[r] && j < hi[r])
         ProbAndGrad(qs + r * d, dos + r * d, ks + c * ldk, vs + c * ldk, d, lse[r], delta[r], pr, ds);
       dss[r * lds + c] = ds;
     }
@@ -435,8 +426,9 @@ int ChooseTile(int d, int max_smem, const char* op) {
 
 template <class T, class L, class Kernel>
 void Launch(const Context& c, Kernel kernel, AttnParams<T> p, int rows, int grid_y, const char* op) {
-  p.tile = ChooseTile<T, L>(p.d, c.max_smem_per_block, op);
-  const size_t smem = SmemBytes<T, L>(p.tile, p.d);
+  const int d = static_cast<int>(p.d);
+  p.tile = ChooseTile<T, L>(d, c.max_smem_per_block, op);
+  const size_t smem = SmemBytes<T, L>(p.tile, d);
   LONGCTX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>((rows + p.tile - 1) / p.tile), static_cast<unsigned>(grid_y));
   kernel<<<grid, kAttnThreads, smem, c.stream>>>(p);
@@ -445,41 +437,9 @@ void Launch(const Context& c, Kernel kernel, AttnParams<T> p, int rows, int grid
 
 template <class T>
 AttnParams<T> MakeParams(const AttentionArgs& a, bool backward) {
-  AttnParams<T> p{};
-  const int64_t n = a.q.shape[0];
-  CHECK_LT(n, int64_t{1} << 31) << "Attention: too many tokens";
+  CHECK_LT(a.q.shape[0], int64_t{1} << 31) << "Attention: too many tokens";
   CHECK_LE(a.q.shape[1], 65535) << "Attention: too many heads for the grid";
-  p.n = static_cast<int>(n);
-  p.heads = static_cast<int>(a.q.shape[1]);
-  p.d = static_cast<int>(a.q.shape[2]);
-  p.group = static_cast<int>(a.q.shape[1] / a.k.shape[1]);
-  p.window = a.window;
-  p.scale = static_cast<T>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(p.d)));
-  p.cu = a.cu_seqlens.as<const int32_t>();
-  p.cu_k = a.cu_seqlens_k.defined() ? a.cu_seqlens_k.as<const int32_t>() : p.cu;
-  p.offset = a.diagonal_offset;
-  p.segments = static_cast<int>(a.cu_seqlens.shape[0] - 1);
-  p.q = a.q.as<const T>();
-  p.k = a.k.as<const T>();
-  p.v = a.v.as<const T>();
-  p.o = a.o.as<T>();
-  p.lse = a.lse.as<T>();
-  p.sq = a.q.stride0();
-  p.sk = a.k.stride0();
-  p.sv = a.v.stride0();
-  p.so = a.o.stride0();
-  p.slse = a.lse.stride0();
-  if (backward) {
-    p.d_o = a.d_o.as<const T>();
-    p.dq = a.dq.as<T>();
-    p.dk = a.dk.as<T>();
-    p.dv = a.dv.as<T>();
-    p.sdo = a.d_o.stride0();
-    p.sdq = a.dq.stride0();
-    p.sdk = a.dk.stride0();
-    p.sdv = a.dv.stride0();
-  }
-  return p;
+  return AttnParams<T>{UnpackAttention<T>(a, backward)};
 }
 
 }  // namespace
@@ -489,7 +449,8 @@ void AttentionForward(const Context& c, const AttentionArgs& a) {
   DispatchFloat(a.q.dtype, "AttentionForward", [&](auto tag) {
     using T = decltype(tag);
     const AttnParams<T> p = MakeParams<T>(a, false);
-    Launch<T, FwdLayout>(c, AttnForwardKernel<T>, p, p.n, p.heads, "AttentionForward");
+    Launch<T, FwdLayout>(c, AttnForwardKernel<T>, p, static_cast<int>(p.n), static_cast<int>(p.heads),
+                         "AttentionForward");
   });
 }
 
@@ -501,9 +462,9 @@ void AttentionBackward(const Context& c, const AttentionArgs& a) {
     p.delta = static_cast<T*>(c.workspace->Get(Slot::kAttnDelta, static_cast<size_t>(p.n) * p.heads * sizeof(T)));
     AttnDeltaKernel<T><<<GridFor(int64_t(p.n) * p.heads), kThreads, 0, c.stream>>>(p);
     LONGCTX_CUDA_LAUNCHED();
-    const int kv_heads = p.heads / p.group;
-    Launch<T, KvLayout>(c, AttnBackwardKvKernel<T>, p, p.n, kv_heads, "AttentionBackward");
-    Launch<T, QLayout>(c, AttnBackwardQKernel<T>, p, p.n, p.heads, "AttentionBackward");
+    const int n = static_cast<int>(p.n);
+    Launch<T, KvLayout>(c, AttnBackwardKvKernel<T>, p, n, static_cast<int>(p.kv_heads), "AttentionBackward");
+    Launch<T, QLayout>(c, AttnBackwardQKernel<T>, p, n, static_cast<int>(p.heads), "AttentionBackward");
   });
 }
 

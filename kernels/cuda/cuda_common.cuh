@@ -1,8 +1,8 @@
 // Why: the few device-side building blocks every .cu file of the backend
 // shares: a deterministic block reduction (fixed shuffle tree, so a sum does
-// not depend on scheduling), the rows x columns view that mirrors the CPU
-// backend's tensor layout, grid sizing, and the F32/F64 dispatch. Included
-// only by .cu files.
+// not depend on scheduling), the rows x columns view of the tensor layout
+// both backends share (kernels/tensor_layout.h), and grid sizing; the F32/F64
+// dispatch is kernels/dispatch.h, also shared. Included only by .cu files.
 #ifndef LONGCTX_KERNELS_CUDA_CUDA_COMMON_CUH_
 #define LONGCTX_KERNELS_CUDA_CUDA_COMMON_CUH_
 
@@ -12,8 +12,10 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/dispatch.h"
 #include "kernels/log.h"
 #include "kernels/tensor.h"
+#include "kernels/tensor_layout.h"
 
 namespace longctx::cuda {
 
@@ -26,15 +28,6 @@ inline constexpr int kThreads = 256;
 inline unsigned GridFor(int64_t total, int threads = kThreads) {
   const int64_t blocks = (total + threads - 1) / threads;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, 16384)));
-}
-
-template <class F>
-void DispatchFloat(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::kF32: f(float{}); break;
-    case DType::kF64: f(double{}); break;
-    default: LOG(FATAL) << op << ": unsupported dtype " << DTypeName(t);
-  }
 }
 
 // Sum (or max) over the block, in a fixed order: shuffle tree within each
@@ -86,31 +79,9 @@ struct View2D {
   }
 };
 
-// The common layout of tensors of one shape: flat when all are contiguous.
-struct Layout {
-  int64_t rows = 0, cols = 0;
-  bool flat = true;
-  int64_t total() const { return rows * cols; }
-};
-
-inline Layout MakeLayout(std::initializer_list<const Tensor*> ts) {
-  const Tensor& first = **ts.begin();
-  Layout l;
-  for (const Tensor* t : ts) l.flat = l.flat && t->contiguous();
-  if (l.flat || first.ndim == 0) {
-    l.flat = true;
-    l.rows = first.numel() > 0 ? 1 : 0;
-    l.cols = first.numel();
-  } else {
-    l.rows = first.shape[0];
-    l.cols = first.row_size();
-  }
-  return l;
-}
-
 template <class T>
 View2D<T> MakeView(const Tensor& t, const Layout& l) {
-  return View2D<T>{static_cast<T*>(t.data), l.cols, l.flat ? 0 : t.stride0(), l.flat};
+  return View2D<T>{static_cast<T*>(t.data), l.cols, l.Stride(t), l.flat};
 }
 
 }  // namespace longctx::cuda

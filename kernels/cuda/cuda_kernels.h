@@ -2,8 +2,10 @@
 // owns the Backend subclass, Abseil and param validation; the .cu files (nvcc)
 // own the kernels and the math of kernels/math/*.h. This header is the only
 // thing both include, so it stays free of Abseil and of ops.h: launch
-// functions take Tensor views and plain scalars. Every launch runs on
-// Context::stream; a function returning a host value synchronizes that stream.
+// functions take Tensor views, plain scalars and the Abseil-free argument
+// structs shared with the CPU backend (kernels/attention_args.h). Every
+// launch runs on Context::stream; a function returning a host value
+// synchronizes that stream.
 #ifndef LONGCTX_KERNELS_CUDA_CUDA_KERNELS_H_
 #define LONGCTX_KERNELS_CUDA_CUDA_KERNELS_H_
 
@@ -13,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention_args.h"
 #include "kernels/tensor.h"
 
 namespace longctx::cuda {
@@ -111,15 +114,10 @@ struct LmHeadArgs {
 };
 double LmHeadLoss(const Context& c, const LmHeadArgs& a);  // synchronizes
 
-// Attention (attention.cu). cu_seqlens is I32 on the device.
-struct AttentionArgs {
-  Tensor q, k, v, o, lse, cu_seqlens;
-  Tensor cu_seqlens_k;     // forward only; unset = cu_seqlens (see ops.h)
-  int diagonal_offset = 0;  // forward only
-  Tensor d_o, dq, dk, dv;  // backward only
-  int window = 0;
-  double scale = 0.0;  // 0 = 1/sqrt(head_dim)
-};
+// Attention (attention.cu): the fields of AttentionParams (ops.h) without its
+// Abseil-returning Validate, one struct for both backends
+// (kernels/attention_args.h); cu_seqlens and cu_seqlens_k are I32 on the device.
+using AttentionArgs = ::longctx::AttentionArgs;
 void AttentionForward(const Context& c, const AttentionArgs& a);
 void AttentionBackward(const Context& c, const AttentionArgs& a);
 // o = merge of (o1, lse1) and (o2, lse2) by log-sum-exp (attention_merge.cu).

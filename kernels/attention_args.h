@@ -1,0 +1,96 @@
+// Why: the CPU and CUDA attention kernels take the same inputs and unpack them
+// the same way (pointers, row strides, GQA group, default scale, which
+// segments the keys use). Both backends read the one struct of fields here
+// (AttentionParams in ops.h is this plus validation; the CUDA half, which must
+// not see Abseil, takes it directly), and both unpack it with the one
+// function here, so the two cannot drift. Includes neither Abseil nor CUDA
+// headers: nvcc and g++ translation units both use it.
+#ifndef LONGCTX_KERNELS_ATTENTION_ARGS_H_
+#define LONGCTX_KERNELS_ATTENTION_ARGS_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/math/attention_visibility.h"
+#include "kernels/tensor.h"
+
+namespace longctx {
+
+// The fields of an attention op; their meaning is documented at
+// AttentionParams (kernels/ops.h), which adds Validate.
+struct AttentionArgs {
+  Tensor q;           // [N, H, head_dim], row-strided allowed
+  Tensor k;           // [N, Hkv, head_dim], row-strided allowed
+  Tensor v;           // [N, Hkv, head_dim], row-strided allowed
+  Tensor o;           // [N, H, head_dim] forward output, row-strided allowed
+  Tensor lse;         // [H, N] log-sum-exp of scaled scores, forward output
+  Tensor cu_seqlens;  // I32 [num_segments + 1], cu[0] = 0, cu[last] = N
+  int window = 0;
+  double scale = 0.0;  // 0 = 1/sqrt(head_dim)
+  // Forward only (inference):
+  Tensor cu_seqlens_k;  // I32 [num_segments + 1], cu_k[last] = Nk; unset = cu_seqlens
+  int diagonal_offset = 0;
+  // Backward only (dq, dk, dv overwritten; row-strided allowed):
+  Tensor d_o, dq, dk, dv;
+};
+
+// An AttentionArgs unpacked for a kernel of element type T: raw pointers and
+// row strides in elements. Backward fields are null/0 in a forward view.
+template <class T>
+struct AttentionView {
+  int64_t n = 0, heads = 0, kv_heads = 0, d = 0, group = 0;
+  int64_t segments = 0;
+  math::AttentionMask mask;  // window and diagonal_offset
+  T scale = T(0);
+  const int32_t* cu = nullptr;
+  const int32_t* cu_k = nullptr;  // keys' segments (== cu in training)
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  T *o = nullptr, *lse = nullptr;
+  int64_t sq = 0, sk = 0, sv = 0, so = 0, slse = 0;
+  const T* d_o = nullptr;
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  int64_t sdo = 0, sdq = 0, sdk = 0, sdv = 0;
+};
+
+// cu_seqlens(_k) must already be where the kernel reads them (host memory for
+// the CPU, device memory for CUDA).
+template <class T>
+AttentionView<T> UnpackAttention(const AttentionArgs& a, bool backward) {
+  AttentionView<T> c;
+  c.n = a.q.shape[0];
+  c.heads = a.q.shape[1];
+  c.d = a.q.shape[2];
+  c.kv_heads = a.k.shape[1];
+  c.group = c.heads / c.kv_heads;
+  c.segments = a.cu_seqlens.shape[0] - 1;
+  c.mask.window = a.window;
+  c.mask.diagonal_offset = a.diagonal_offset;
+  c.scale = static_cast<T>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(c.d)));
+  c.cu = a.cu_seqlens.as<const int32_t>();
+  c.cu_k = a.cu_seqlens_k.defined() ? a.cu_seqlens_k.as<const int32_t>() : c.cu;
+  c.q = a.q.as<const T>();
+  c.k = a.k.as<const T>();
+  c.v = a.v.as<const T>();
+  c.o = a.o.as<T>();
+  c.lse = a.lse.as<T>();
+  c.sq = a.q.stride0();
+  c.sk = a.k.stride0();
+  c.sv = a.v.stride0();
+  c.so = a.o.stride0();
+  c.slse = a.lse.stride0();
+  if (backward) {
+    c.d_o = a.d_o.as<const T>();
+    c.dq = a.dq.as<T>();
+    c.dk = a.dk.as<T>();
+    c.dv = a.dv.as<T>();
+    c.sdo = a.d_o.stride0();
+    c.sdq = a.dq.stride0();
+    c.sdk = a.dk.stride0();
+    c.sdv = a.dv.stride0();
+  }
+  return c;
+}
+
+}  // namespace longctx
+
+#endif  // LONGCTX_KERNELS_ATTENTION_ARGS_H_
