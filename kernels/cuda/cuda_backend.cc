@@ -182,11 +182,11 @@ class CudaBackend final : public Backend {
   }
   void AttentionForward(const AttentionParams& p) override {
     VALIDATED(p, false);
-    cuda::AttentionForward(ctx_, Attention(p, false));
+    cuda::AttentionForward(ctx_, Attention(p));
   }
   void AttentionBackward(const AttentionParams& p) override {
     VALIDATED(p, true);
-    cuda::AttentionBackward(ctx_, Attention(p, true));
+    cuda::AttentionBackward(ctx_, Attention(p));
   }
   void AttentionMerge(const AttentionMergeParams& p) override {
     VALIDATED(p);
@@ -246,24 +246,12 @@ class CudaBackend final : public Backend {
     return d;
   }
 
-  cuda::AttentionArgs Attention(const AttentionParams& p, bool backward) {
-    cuda::AttentionArgs a;
-    a.q = p.q;
-    a.k = p.k;
-    a.v = p.v;
-    a.o = p.o;
-    a.lse = p.lse;
+  // The op's fields as the kernels take them (the one struct both backends
+  // read, kernels/attention_args.h), with the segment tables on the device.
+  cuda::AttentionArgs Attention(const AttentionParams& p) {
+    cuda::AttentionArgs a = p;
     a.cu_seqlens = Index(p.cu_seqlens);
     if (p.cu_seqlens_k.defined()) a.cu_seqlens_k = Index(p.cu_seqlens_k, cuda::Slot::kIndexK);
-    a.diagonal_offset = p.diagonal_offset;
-    a.window = p.window;
-    a.scale = p.scale;
-    if (backward) {
-      a.d_o = p.d_o;
-      a.dq = p.dq;
-      a.dk = p.dk;
-      a.dv = p.dv;
-    }
     return a;
   }
 
