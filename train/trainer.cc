@@ -12,6 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "kernels/log.h"
 #include "optim/lr_schedule.h"
+#include "train/parallel/rank_threads.h"
+#include "train/parallel/trainer_parallel.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/hooks/checkpoint_hook.h"
@@ -89,7 +91,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   if (!dims.ok()) return dims.status();
   t->dims_ = *dims;
   // The backend owns the thread count (applied as it is made) and the GEMM choices.
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForConfig(config);
+  // Several ranks: threads per rank from the node's cores (train/parallel/rank_threads.h).
+  TrainConfig backend_config = config;
+  if (t->comm_->world_size() > 1) {
+    absl::StatusOr<RankThreads> rt =
+        ChooseThreadsPerRank(config.threads(), t->comm_->local_world_size(), 0, config.force_threads());
+    if (!rt.ok()) return rt.status();
+    if (!rt->warning.empty() && t->comm_->rank() == 0) LOG(WARNING) << rt->warning;
+    backend_config.set_threads(rt->threads);
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForConfig(backend_config);
   if (!backend.ok()) return backend.status();
   t->backend_ = std::move(*backend);
 
@@ -153,6 +164,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   } else {
     t->model_->InitParams(config.seed());
   }
+  // Data-parallel mode (DDP on one process: nothing changes).
+  if (absl::Status st = InstallParallelStrategy(config, t->model_.get(), t->comm_.get(), &t->optimizer_,
+                                                &t->gradient_sync_, &t->update_, &t->strategy_);
+      !st.ok())
+    return st;
+  t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
+                                               t->gradient_sync_.get(), t->update_.get(), config.stop_on_nonfinite());
   if (t->comm_->rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(config.out_dir(), ec);
@@ -173,8 +191,11 @@ void Trainer::RegisterHooks() {
   hooks_.push_back(std::make_unique<MetricsHook>());
   hooks_.push_back(std::make_unique<PositionFrequencyHook>());
   if (has_eval_) hooks_.push_back(std::make_unique<EvalHook>(tokens_.get()));
+  // ZERO1/FSDP: full parameters (and, for a save, moments on rank 0) around the probe and checkpoint.
+  if (strategy_) hooks_.push_back(std::make_unique<GatherFullStateHook>(strategy_.get()));
   if (probe_hook_ != nullptr) hooks_.push_back(std::move(probe_hook_));
   hooks_.push_back(std::make_unique<CheckpointHook>(tokenizer_->bos_id(), tokenizer_->eos_id()));
+  if (strategy_) hooks_.push_back(std::make_unique<ReleaseFullStateHook>(strategy_.get()));
 }
 
 absl::Status Trainer::Resume(const std::string& dir) {

@@ -28,6 +28,7 @@
 #include "train/batch_source.h"
 #include "train/device_batch.h"
 #include "train/hooks/hook.h"
+#include "train/parallel/parallel_strategy.h"
 #include "train/report/metrics.h"
 #include "train/train.pb.h"
 #include "train/train_step.h"
@@ -89,6 +90,9 @@ class Trainer {
   // then); registered with the others.
   std::unique_ptr<Hook> probe_hook_;
   std::vector<std::unique_ptr<Hook>> hooks_;
+  // ZERO1/FSDP (train/parallel); null for DDP. Declared after model_ so it is
+  // destroyed first (FSDP is the model's residency hook).
+  std::unique_ptr<ParallelStrategy> strategy_;
 };
 
 // The backend options a config asks for: its thread count (`threads`) on top

@@ -41,10 +41,22 @@ int FailCommand(const absl::Status& st) {
 int RunTrainCommand(const std::string& config_path, const std::vector<std::string>& overrides) {
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
   if (!config.ok()) return FailCommand(config.status());
-  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, MakeLocalCommunicator());
-  if (!trainer.ok()) return FailCommand(trainer.status());
+  // Under mpirun/srun a world of ranks (launch/communicator.h), else one process
+  // as always. With peers, an error on any rank ends the whole job (AbortJob)
+  // so no rank waits forever in a collective.
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator();
+  if (!comm.ok()) return FailCommand(comm.status());
+  const bool multi = (*comm)->world_size() > 1;
+  const int rank = (*comm)->rank();
+  auto fail = [multi](const absl::Status& st) {
+    if (multi) AbortJob(st);
+    return FailCommand(st);
+  };
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, std::move(*comm));
+  if (!trainer.ok()) return fail(trainer.status());
   absl::StatusOr<TrainSummary> s = (*trainer)->Run();
-  if (!s.ok()) return FailCommand(s.status());
+  if (!s.ok()) return fail(s.status());
+  if (rank != 0) return 0;
   nlohmann::json j = {{"start_step", s->start_step},
                       {"final_step", s->final_step},
                       {"first_loss", s->first_loss},

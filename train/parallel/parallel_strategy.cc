@@ -169,6 +169,7 @@ class Zero1Strategy : public ParallelStrategy {
     if (comm_->rank() != 0) full_.reset();
     return full_.get();
   }
+  void ReleaseFullOptimizer() override { full_.reset(); }
   absl::Status LoadFullOptimizer(const AdamW& full) override {
     TakeMoments(*model_->backend(), full, &opt_);
     return absl::OkStatus();
@@ -219,6 +220,7 @@ class FsdpStrategy : public ParallelStrategy, public ParamResidency {
       model_->grads().Release(b);
     }
     model_->set_residency(this);
+    BeginStep();
     return absl::OkStatus();
   }
   void BeginStep() override {
@@ -233,7 +235,9 @@ class FsdpStrategy : public ParallelStrategy, public ParamResidency {
       p.push_back(ParamShard(b));
       g.push_back(GradShard(b));
     }
-    return opt_.Step(p, g, lr, ReduceOver(comm_));
+    absl::StatusOr<StepStats> st = opt_.Step(p, g, lr, ReduceOver(comm_));
+    BeginStep();  // the next step accumulates from zero (TrainStep zeroes only the model's, released, grads)
+    return st;
   }
   absl::Status GatherFullParameters() override {
     for (int b = 0; b < opt_.num_buffers(); ++b) {
@@ -254,6 +258,7 @@ class FsdpStrategy : public ParallelStrategy, public ParamResidency {
     if (comm_->rank() != 0) full_.reset();
     return full_.get();
   }
+  void ReleaseFullOptimizer() override { full_.reset(); }
   absl::Status LoadFullOptimizer(const AdamW& full) override {
     TakeMoments(*model_->backend(), full, &opt_);
     return absl::OkStatus();

@@ -59,6 +59,8 @@ class ParallelStrategy {
   // Full AdamW moments (and step) gathered to rank 0 for a checkpoint; null on
   // other ranks, and the strategy's own AdamW for DDP (collective).
   virtual absl::StatusOr<const AdamW*> FullOptimizerOnRoot() = 0;
+  // Frees what FullOptimizerOnRoot gathered.
+  virtual void ReleaseFullOptimizer() {}
   // Resume: take the moments from a full AdamW loaded from a checkpoint.
   virtual absl::Status LoadFullOptimizer(const AdamW& full) = 0;
   // DDP: its replicated AdamW (a checkpoint's moments load straight into it);

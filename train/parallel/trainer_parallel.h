@@ -1,0 +1,69 @@
+// Why: the trainer (train/trainer.cc) plugs a data-parallel mode in through
+// its existing seams — TrainStep's GradientSync and ParamUpdate, and hooks —
+// so that the loop itself does not change. InstallParallelStrategy picks:
+//  * DDP, one process: nothing (today's AllReduceGradientSync + AdamWUpdate,
+//    bit for bit).
+//  * DDP, several ranks: gradients summed by reduce-scatter + all-gather
+//    (every rank gets the same bits, so parameters stay bitwise equal).
+//  * ZERO1 / FSDP: the strategy's sync and sharded update; the full AdamW the
+//    trainer made (and a resumed checkpoint's moments in it) is handed to the
+//    strategy's shards and freed.
+// Hooks that read full state (probe on rank 0, checkpoint save) run between
+// GatherFullStateHook and ReleaseFullStateHook: every rank gathers the full
+// parameters (FSDP: a spike of one full model per rank) and, for a save,
+// rank 0 gathers the full AdamW moments into ctx.optimizer (a spike of two
+// full models on rank 0); both are released after the checkpoint hook.
+#ifndef LONGCTX_TRAIN_PARALLEL_TRAINER_PARALLEL_H_
+#define LONGCTX_TRAIN_PARALLEL_TRAINER_PARALLEL_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "launch/communicator.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
+#include "train/hooks/hook.h"
+#include "train/parallel/parallel_strategy.h"
+#include "train/train.pb.h"
+#include "train/train_step.h"
+
+namespace longctx {
+
+// After the model's weights are initialised or resumed (and *optimizer holds
+// the resumed moments and step). May replace *sync and *update (the caller
+// rebuilds its TrainStep) and reset *optimizer; *strategy stays null for DDP.
+absl::Status InstallParallelStrategy(const TrainConfig& config, Transformer* model, Communicator* comm,
+                                     std::unique_ptr<AdamW>* optimizer, std::unique_ptr<GradientSync>* sync,
+                                     std::unique_ptr<ParamUpdate>* update,
+                                     std::unique_ptr<ParallelStrategy>* strategy);
+
+// Registered right before the probe hook and right after the checkpoint hook.
+class GatherFullStateHook : public Hook {
+ public:
+  explicit GatherFullStateHook(ParallelStrategy* s) : s_(s) {}
+  std::string name() const override { return "gather_full_state"; }
+  bool rank0_only() const override { return false; }
+  absl::Status OnStepEnd(HookContext& ctx, const StepEvent& e) override;
+  absl::Status OnRunEnd(HookContext& ctx, const RunEndEvent& e) override;
+
+ private:
+  absl::Status Gather(HookContext& ctx, bool optimizer);
+  ParallelStrategy* s_;
+};
+
+class ReleaseFullStateHook : public Hook {
+ public:
+  explicit ReleaseFullStateHook(ParallelStrategy* s) : s_(s) {}
+  std::string name() const override { return "release_full_state"; }
+  bool rank0_only() const override { return false; }
+  absl::Status OnStepEnd(HookContext& ctx, const StepEvent&) override { return Release(ctx); }
+  absl::Status OnRunEnd(HookContext& ctx, const RunEndEvent&) override { return Release(ctx); }
+
+ private:
+  absl::Status Release(HookContext& ctx);
+  ParallelStrategy* s_;
+};
+
+}  // namespace longctx
+
+#endif  // LONGCTX_TRAIN_PARALLEL_TRAINER_PARALLEL_H_
