@@ -7,8 +7,8 @@
 // C/C++ and Python source, many scripts and emoji) with our encoders and with
 // the npm packages' JavaScript encoders (tokenizer_llama_reference.mjs),
 // requiring zero mismatching documents. Tests that need the converted
-// vocabularies or node skip with a message when those are missing (CI runs
-// scripts/setup.sh first, which provides both).
+// vocabularies or node fail with a message when those are missing, never skip:
+// scripts/setup.sh provides both, and a check CI skips protects nothing.
 //
 // Throughput (manual, not an assertion):
 //   build/bin/tokenizer_llama_test --gtest_also_run_disabled_tests --gtest_filter='*Throughput*'
@@ -120,7 +120,7 @@ TEST(Llama3PretokenizerTest, InvalidUtf8BytesAreSingleCharacters) {
 }
 
 // ---------------------------------------------------------------------------
-// Loading the converted vocabularies (skip when scripts/setup.sh has not run).
+// Loading the converted vocabularies (fail when scripts/setup.sh has not run).
 
 const Tokenizer* Loaded(const std::string& name, std::string* why) {
   static std::map<std::string, std::unique_ptr<Tokenizer>>* cache = new std::map<std::string, std::unique_ptr<Tokenizer>>;
@@ -140,16 +140,15 @@ const Tokenizer* Loaded(const std::string& name, std::string* why) {
   return (*cache)[name].get();
 }
 
-#define LOAD_OR_SKIP(var, name)                                                 \
+#define LOAD_OR_FAIL(var, name)                                                 \
   std::string var##_why;                                                        \
   const Tokenizer* var = Loaded(name, &var##_why);                              \
   if (var == nullptr) {                                                         \
-    if (var##_why.find("not found") != std::string::npos) GTEST_SKIP() << var##_why; \
-    FAIL() << var##_why;                                                        \
+    FAIL() << var##_why << " (scripts/setup.sh fetches the vocabularies)";     \
   }
 
 TEST(Llama3TokenizerTest, ShapeAndSpecialIds) {
-  LOAD_OR_SKIP(tok, "llama3");
+  LOAD_OR_FAIL(tok, "llama3");
   EXPECT_EQ(tok->vocab_size(), 128256);
   EXPECT_EQ(tok->bos_id(), 128000);
   EXPECT_EQ(tok->eos_id(), 128001);
@@ -165,7 +164,7 @@ TEST(Llama3TokenizerTest, ShapeAndSpecialIds) {
 
 // Known answers from llama3-tokenizer-js's own test suite (without BOS/EOS).
 TEST(Llama3TokenizerTest, KnownAnswers) {
-  LOAD_OR_SKIP(tok, "llama3");
+  LOAD_OR_FAIL(tok, "llama3");
   const std::vector<std::pair<std::string, std::vector<int32_t>>> cases = {
       {"grabbed", {59312, 2788}},
       {" grabbed", {30418}},
@@ -190,7 +189,7 @@ TEST(Llama3TokenizerTest, KnownAnswers) {
 }
 
 TEST(Llama3TokenizerTest, SpecialTokensOnlyWhenExact) {
-  LOAD_OR_SKIP(tok, "llama3");
+  LOAD_OR_FAIL(tok, "llama3");
   // Real special tokens become one id; look-alikes are ordinary text.
   EXPECT_EQ(tok->Encode("<|reserved_special_token_0|><|reserved_special_token_247|>"),
             (std::vector<int32_t>{128002, 128255}));
@@ -201,7 +200,7 @@ TEST(Llama3TokenizerTest, SpecialTokensOnlyWhenExact) {
 }
 
 TEST(Llama3TokenizerTest, RoundTripsAnyBytes) {
-  LOAD_OR_SKIP(tok, "llama3");
+  LOAD_OR_FAIL(tok, "llama3");
   std::string all;
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
   for (const std::string& s : {all, std::string("caf\xC3\xA9 \xFF\xFE broken \xE2\x82 end"), std::string(5000, ' '),
@@ -216,7 +215,7 @@ TEST(Llama3TokenizerTest, RoundTripsAnyBytes) {
 }
 
 TEST(Llama2TokenizerTest, ShapeAndSpecialIds) {
-  LOAD_OR_SKIP(tok, "llama2");
+  LOAD_OR_FAIL(tok, "llama2");
   EXPECT_EQ(tok->vocab_size(), 32000);
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_EQ(tok->eos_id(), 2);
@@ -231,7 +230,7 @@ TEST(Llama2TokenizerTest, ShapeAndSpecialIds) {
 
 // Known answers from llama-tokenizer-js's own test suite (its BOS removed).
 TEST(Llama2TokenizerTest, KnownAnswers) {
-  LOAD_OR_SKIP(tok, "llama2");
+  LOAD_OR_FAIL(tok, "llama2");
   const std::vector<std::pair<std::string, std::vector<int32_t>>> cases = {
       {"grabbed", {2646, 1327, 287}},
       {" grabbed", {29871, 2646, 1327, 287}},
@@ -256,7 +255,7 @@ TEST(Llama2TokenizerTest, KnownAnswers) {
 }
 
 TEST(Llama2TokenizerTest, RoundTripsAnyBytes) {
-  LOAD_OR_SKIP(tok, "llama2");
+  LOAD_OR_FAIL(tok, "llama2");
   std::string all;
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
   for (const std::string& s : {all, std::string("caf\xC3\xA9 \xFF\xFE broken \xE2\x82 end"), std::string(5000, ' '),
@@ -325,7 +324,7 @@ TEST(MakeTokenizerTest, LoadsFilesByPath) {
   std::string why;
   for (const char* name : {"llama3", "llama2"}) {
     absl::StatusOr<std::string> path = FindTokenizerFile(name);
-    if (!path.ok()) GTEST_SKIP() << path.status();
+    if (!path.ok()) GTEST_FAIL() << path.status();
     absl::StatusOr<std::unique_ptr<Tokenizer>> by_path = MakeTokenizer(*path);
     ASSERT_TRUE(by_path.ok()) << by_path.status();
     const Tokenizer* by_name = Loaded(name, &why);
@@ -345,7 +344,7 @@ TEST(DataEncodeCommandTest, PrintsIdsOfEachLine) {
   for (const char* name : {"byte", "llama3", "llama2"}) {
     std::string why;
     const Tokenizer* tok = Loaded(name, &why);
-    if (tok == nullptr) GTEST_SKIP() << why;
+    if (tok == nullptr) GTEST_FAIL() << why;
     const ::longctx::testing::CommandResult r = RunCommand(::longctx::testing::LongctxBinary() +
                                                            " data encode --tokenizer " + name + " < " + (dir / "in.txt"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -586,12 +585,12 @@ std::string Describe(const Tokenizer& tok, const std::vector<int32_t>& ids, size
 
 TEST(LlamaTokenizerEqualityTest, MatchesReferenceEncodersOnOneMegabyte) {
   const Reference ref = FindReference();
-  if (ref.node.empty()) GTEST_SKIP() << ref.why;
+  if (ref.node.empty()) GTEST_FAIL() << ref.why;
   std::string why3, why2;
   const Tokenizer* llama3 = Loaded("llama3", &why3);
   const Tokenizer* llama2 = Loaded("llama2", &why2);
-  if (llama3 == nullptr) GTEST_SKIP() << why3;
-  if (llama2 == nullptr) GTEST_SKIP() << why2;
+  if (llama3 == nullptr) GTEST_FAIL() << why3;
+  if (llama2 == nullptr) GTEST_FAIL() << why2;
 
   const Corpus corpus = CollectCorpus();
   std::printf("corpus: %s\n", corpus.Summary().c_str());
@@ -630,9 +629,9 @@ TEST(LlamaTokenizerEqualityTest, MatchesReferenceEncodersOnOneMegabyte) {
 TEST(LlamaTokenizerEqualityTest, DecodeInvertsEncodeOnCorpus) {
   std::string why;
   const Tokenizer* llama3 = Loaded("llama3", &why);
-  if (llama3 == nullptr) GTEST_SKIP() << why;
+  if (llama3 == nullptr) GTEST_FAIL() << why;
   const Tokenizer* llama2 = Loaded("llama2", &why);
-  if (llama2 == nullptr) GTEST_SKIP() << why;
+  if (llama2 == nullptr) GTEST_FAIL() << why;
   const Corpus corpus = CollectCorpus();
   for (const Doc& d : corpus.docs()) {
     EXPECT_EQ(llama3->Decode(llama3->Encode(d.text)), d.text) << d.source;
@@ -651,7 +650,7 @@ TEST(LlamaTokenizerEqualityTest, DISABLED_Throughput) {
   for (const char* which : {"llama3", "llama2"}) {
     std::string why;
     const Tokenizer* tok = Loaded(which, &why);
-    if (tok == nullptr) GTEST_SKIP() << why;
+    if (tok == nullptr) GTEST_FAIL() << why;
     // Wall time and this thread's CPU time (the machine may be shared: CPU
     // time is the per-core figure), best of 5 each.
     auto cpu_now = [] {
