@@ -1,6 +1,7 @@
 // Why: see commands.h.
 #include "train/cli/commands.h"
 
+#include <optional>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -123,7 +124,8 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
   return 0;
 }
 
-int RunPlanCommand(const std::string& config_path, const std::vector<std::string>& overrides, bool json) {
+int RunPlanCommand(const std::string& config_path, const std::vector<std::string>& overrides, bool json,
+                   int world, const std::string& mode, double rank_memory_gb) {
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
   if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
@@ -133,10 +135,23 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
   o.seq_len = config->data().seq_len();
   o.grad_accum = config->grad_accum();
   Plan plan = MakePlan(*dims, o);
+  std::optional<RankMemoryPlan> ranks;
+  if (world > 0) {
+    DataParallelMode m = config->mode() == ZERO1  ? DataParallelMode::kZero1
+                         : config->mode() == FSDP ? DataParallelMode::kFsdp
+                                                  : DataParallelMode::kDdp;
+    if (!mode.empty() && !ParseParallelMode(mode, &m))
+      return FailCommand(absl::InvalidArgumentError("--mode: '" + mode + "' is not ddp, zero1 or fsdp"));
+    ranks = PlanRankMemory(plan, m, world, config->fsdp_reshard_after_forward(),
+                           static_cast<int64_t>(rank_memory_gb * 1024.0 * 1024.0 * 1024.0));
+  }
   if (json) {
-    std::printf("%s\n", PlanToJson(plan).dump(2).c_str());
+    nlohmann::json j = PlanToJson(plan);
+    if (ranks) j["per_rank"] = RankMemoryToJson(*ranks);
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", FormatPlan(plan).c_str());
+    if (ranks) std::printf("\n%s", FormatRankMemory(*ranks).c_str());
   }
   return 0;
 }

@@ -26,7 +26,10 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
 int RunEvalCommand(const std::string& checkpoint, const std::string& data, const std::string& batch,
                    int eval_batches, const StringOptions& string = {});
 // `longctx plan --config FILE [--section.field=value ...] [--json]`
-int RunPlanCommand(const std::string& config_path, const std::vector<std::string>& overrides, bool json);
+// world > 0 adds the per-rank memory of `mode` ("" = the config's mode) on
+// world ranks and, with rank_memory_gb > 0, whether it fits (model/plan.h).
+int RunPlanCommand(const std::string& config_path, const std::vector<std::string>& overrides, bool json,
+                   int world = 0, const std::string& mode = "", double rank_memory_gb = 0);
 // `longctx data build --inputs A,B --out FILE [--tokenizer byte] [--split_blank_lines] [--max_doc_bytes N]`
 int RunDataBuildCommand(const std::vector<std::string>& inputs, const std::string& out, const std::string& tokenizer,
                         bool split_blank_lines, int64_t max_doc_bytes);

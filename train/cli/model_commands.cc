@@ -101,15 +101,25 @@ void AddPlan(CommandTable& table) {
   struct Args {
     std::string config;
     bool json = false;
+    int world = 0;
+    std::string mode;
+    double rank_memory_gb = 0;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = table.Add(
       {.path = "plan",
        .summary = "Parameter counts, FLOPs per token and training memory of a config, without allocating it",
        .config_overrides = true,
-       .run = [a](const std::vector<std::string>& o) { return RunPlanCommand(a->config, o, a->json); }});
+       .run = [a](const std::vector<std::string>& o) {
+         return RunPlanCommand(a->config, o, a->json, a->world, a->mode, a->rank_memory_gb);
+       }});
   c->add_option("--config", a->config, "text-format TrainConfig (configs/*.textproto)");
   c->add_flag("--json", a->json, "print JSON instead of a table");
+  c->add_option("--world", a->world, "ranks: add the per-rank memory of --mode (0 = no per-rank section)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--mode", a->mode, "ddp, zero1 or fsdp (default: the config's mode)");
+  c->add_option("--rank_memory_gb", a->rank_memory_gb, "memory per rank in GiB: say whether the plan fits")
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace
