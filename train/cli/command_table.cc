@@ -42,8 +42,8 @@ class Formatter : public CLI::Formatter {
  public:
   explicit Formatter(const std::set<const CLI::App*>* takes_overrides) : takes_overrides_(takes_overrides) {}
   std::string make_usage(const CLI::App* app, std::string name) const override {
-    std::string usage = CLI::Formatter::make_usage(app, name);
     if (app->get_parent() == nullptr) return "Usage: longctx COMMAND [flags]   (longctx COMMAND --help: its flags)\n";
+    std::string usage = CLI::Formatter::make_usage(app, name);
     if (takes_overrides_->count(app) > 0 && !usage.empty() && usage.back() == '\n')
       usage.insert(usage.size() - 1, kOverrideSynopsis);
     return usage;
@@ -71,7 +71,7 @@ bool IsBoolWord(const std::string& s) {
   return s == "true" || s == "false" || s == "1" || s == "0" || s == "yes" || s == "no";
 }
 
-// The path of the command CLI11 selected ("" for none), and its app.
+// The app of the deepest command CLI11 selected (the root when none).
 CLI::App* SelectedApp(CLI::App* root) {
   CLI::App* app = root;
   while (!app->get_subcommands().empty()) app = app->get_subcommands().front();
@@ -128,12 +128,6 @@ CLI::App* CommandTable::Add(CommandSpec spec) {
   by_path_[spec.path] = entries_.size();
   entries_.push_back(Entry{std::move(spec), app});
   return app;
-}
-
-std::vector<std::string> CommandTable::Paths() const {
-  std::vector<std::string> paths;
-  for (const Entry& e : entries_) paths.push_back(e.spec.path);
-  return paths;
 }
 
 std::string CommandTable::CommandList() const {

@@ -54,9 +54,6 @@ class CommandTable {
   // group without its subcommand; 2 for an unknown command.
   int Main(int argc, const char* const* argv);
 
-  // Every command path in table order ("train", ..., "data build", ...), groups included.
-  std::vector<std::string> Paths() const;
-
  private:
   struct Entry {
     CommandSpec spec;
