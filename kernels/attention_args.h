@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/math/attention_visibility.h"
 #include "kernels/tensor.h"
@@ -68,25 +69,21 @@ AttentionView<T> UnpackAttention(const AttentionArgs& a, bool backward) {
   c.scale = static_cast<T>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(c.d)));
   c.cu = a.cu_seqlens.as<const int32_t>();
   c.cu_k = a.cu_seqlens_k.defined() ? a.cu_seqlens_k.as<const int32_t>() : c.cu;
-  c.q = a.q.as<const T>();
-  c.k = a.k.as<const T>();
-  c.v = a.v.as<const T>();
-  c.o = a.o.as<T>();
-  c.lse = a.lse.as<T>();
-  c.sq = a.q.stride0();
-  c.sk = a.k.stride0();
-  c.sv = a.v.stride0();
-  c.so = a.o.stride0();
-  c.slse = a.lse.stride0();
+  // A token-major tensor's data pointer and row stride (elements).
+  auto rows = [](const Tensor& t, auto*& ptr, int64_t& stride) {
+    ptr = t.as<std::remove_reference_t<decltype(*ptr)>>();
+    stride = t.stride0();
+  };
+  rows(a.q, c.q, c.sq);
+  rows(a.k, c.k, c.sk);
+  rows(a.v, c.v, c.sv);
+  rows(a.o, c.o, c.so);
+  rows(a.lse, c.lse, c.slse);
   if (backward) {
-    c.d_o = a.d_o.as<const T>();
-    c.dq = a.dq.as<T>();
-    c.dk = a.dk.as<T>();
-    c.dv = a.dv.as<T>();
-    c.sdo = a.d_o.stride0();
-    c.sdq = a.dq.stride0();
-    c.sdk = a.dk.stride0();
-    c.sdv = a.dv.stride0();
+    rows(a.d_o, c.d_o, c.sdo);
+    rows(a.dq, c.dq, c.sdq);
+    rows(a.dk, c.dk, c.sdk);
+    rows(a.dv, c.dv, c.sdv);
   }
   return c;
 }
