@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/log.h"
+#include "kernels/dispatch.h"
 #include "kernels/math/attention_visibility.h"
 #include "kernels/math/online_softmax.h"
 
@@ -424,19 +424,11 @@ void Backward(const AttentionParams& p) {
 }  // namespace
 
 void AttentionForward(const AttentionParams& p) {
-  switch (p.q.dtype) {
-    case DType::kF32: Forward<float>(p); break;
-    case DType::kF64: Forward<double>(p); break;
-    default: LOG(FATAL) << "AttentionForward: unsupported dtype " << DTypeName(p.q.dtype);
-  }
+  DispatchFloat(p.q.dtype, "AttentionForward", [&](auto tag) { Forward<decltype(tag)>(p); });
 }
 
 void AttentionBackward(const AttentionParams& p) {
-  switch (p.q.dtype) {
-    case DType::kF32: Backward<float>(p); break;
-    case DType::kF64: Backward<double>(p); break;
-    default: LOG(FATAL) << "AttentionBackward: unsupported dtype " << DTypeName(p.q.dtype);
-  }
+  DispatchFloat(p.q.dtype, "AttentionBackward", [&](auto tag) { Backward<decltype(tag)>(p); });
 }
 
 }  // namespace longctx::cpu

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/log.h"
+#include "kernels/dispatch.h"
 #include "kernels/math/attention_merge.h"
 
 namespace longctx::cpu {
@@ -35,11 +35,7 @@ void Merge(const AttentionMergeParams& p) {
 }  // namespace
 
 void AttentionMerge(const AttentionMergeParams& p) {
-  switch (p.o1.dtype) {
-    case DType::kF32: Merge<float>(p); break;
-    case DType::kF64: Merge<double>(p); break;
-    default: LOG(FATAL) << "AttentionMerge: unsupported dtype " << DTypeName(p.o1.dtype);
-  }
+  DispatchFloat(p.o1.dtype, "AttentionMerge", [&](auto tag) { Merge<decltype(tag)>(p); });
 }
 
 }  // namespace longctx::cpu

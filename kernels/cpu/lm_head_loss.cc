@@ -16,7 +16,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
-#include "kernels/log.h"
+#include "kernels/dispatch.h"
 #include "kernels/math/cross_entropy.h"
 #include "kernels/math/online_softmax.h"
 
@@ -167,12 +167,9 @@ double LmHeadLossImpl(const LmHeadLossParams& p, const MatmulConfig& m) {
 }  // namespace
 
 double LmHeadLoss(const LmHeadLossParams& p, const MatmulConfig& m) {
-  switch (p.x.dtype) {
-    case DType::kF32: return LmHeadLossImpl<float>(p, m);
-    case DType::kF64: return LmHeadLossImpl<double>(p, m);
-    default: LOG(FATAL) << "LmHeadLoss: unsupported dtype " << DTypeName(p.x.dtype);
-  }
-  return 0.0;
+  double loss = 0.0;
+  DispatchFloat(p.x.dtype, "LmHeadLoss", [&](auto tag) { loss = LmHeadLossImpl<decltype(tag)>(p, m); });
+  return loss;
 }
 
 }  // namespace longctx::cpu

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/log.h"
+#include "kernels/dispatch.h"
 #include "kernels/math/rope.h"
 
 namespace longctx::cpu {
@@ -80,11 +80,7 @@ void RopeImpl(const RopeParams& p) {
 }  // namespace
 
 void Rope(const RopeParams& p) {
-  switch (p.x.dtype) {
-    case DType::kF32: RopeImpl<float>(p); break;
-    case DType::kF64: RopeImpl<double>(p); break;
-    default: LOG(FATAL) << "Rope: unsupported dtype " << DTypeName(p.x.dtype);
-  }
+  DispatchFloat(p.x.dtype, "Rope", [&](auto tag) { RopeImpl<decltype(tag)>(p); });
 }
 
 }  // namespace longctx::cpu
