@@ -5,6 +5,7 @@
 // and on a rank other than 0 the rank-0-only hooks (metrics file, posfreq,
 // probe) must not run while the others (eval, checkpoint) still do. Rank 1 of
 // 2 is a fake communicator whose collectives are the identity.
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -42,11 +43,21 @@ class FakeRankCommunicator final : public Communicator {
   absl::Status AllReduceSum(double* v, int n) override { return local_->AllReduceSum(v, n); }
   absl::Status AllReduce(double* v, int64_t n, ReduceOp op) override { return local_->AllReduce(v, n, op); }
   absl::Status AllReduce(int64_t* v, int64_t n, ReduceOp op) override { return local_->AllReduce(v, n, op); }
+  // Collectives over shards act on the pretended rank's ShardRange (the local
+  // communicator's shard is the whole buffer, which would overrun a rank's
+  // shard): reduce-scatter copies this rank's piece; all-gather writes it back
+  // and leaves the other ranks' pieces as they were.
   absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) override {
-    return local_->ReduceScatterSum(full, n, shard);
+    const IndexRange r = ShardRange(n, rank_, world_);
+    std::memcpy(shard, full + r.begin, sizeof(float) * r.size());
+    return absl::OkStatus();
   }
   absl::Status AllGather(const void* shard, int64_t n, DType dtype, void* full) override {
-    return local_->AllGather(shard, n, dtype, full);
+    const IndexRange r = ShardRange(n, rank_, world_);
+    const size_t elem = DTypeSize(dtype);
+    char* dst = static_cast<char*>(full) + r.begin * elem;
+    if (dst != shard) std::memmove(dst, shard, r.size() * elem);
+    return absl::OkStatus();
   }
   absl::Status Broadcast(const Tensor& x, int root) override { return local_->Broadcast(x, root); }
   absl::Status BroadcastBytes(void* d, int64_t n, int root) override { return local_->BroadcastBytes(d, n, root); }
