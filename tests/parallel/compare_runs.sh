@@ -7,7 +7,9 @@
 #   compare_runs.sh MODE "MPIRUN..." CHECK_BINARY [extra args...]
 set -u
 mode="$1"; mpirun="$2"; bin="$3"; shift 3
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# COMPARE_RUNS_KEEP=DIR keeps each run's per-step output there (npN.txt/.err).
+if [ -n "${COMPARE_RUNS_KEEP:-}" ]; then tmp="$COMPARE_RUNS_KEEP"; mkdir -p "$tmp"
+else tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT; fi
 for np in 1 2 4; do
   if ! $mpirun -np $np "$bin" --mode="$mode" --global_micro=4 "$@" > "$tmp/np$np.txt" 2> "$tmp/np$np.err"; then
     echo "compare_runs: FAIL: $mode with $np ranks exited non-zero"; cat "$tmp/np$np.err" "$tmp/np$np.txt"; exit 1

@@ -1,7 +1,7 @@
 // Why: DDP, ZeRO-1 and FSDP are only tested by running several ranks, so this
 // program is launched by ctest under mpirun (tests/parallel/CMakeLists.txt).
 // It trains configs/demo.textproto's model (layers/steps/rows overridable to
-// keep CI short) on a deterministic byte corpus with a fixed global batch of
+// keep CI short) on a deterministic byte corpus (or --data=FILE.ltok) with a fixed global batch of
 // `--global_micro` micro-batches per step (grad_accum = global_micro / world),
 // through the same pieces the trainer uses (Packer, Transformer,
 // ParallelStrategy), and prints one line per step on rank 0:
@@ -70,10 +70,15 @@ int Main(int argc, char** argv) {
       absl::StrCat("--data.seq_len=", Arg(argc, argv, "seq_len", "256")),
       absl::StrCat("--fsdp_reshard_after_forward=", Arg(argc, argv, "reshard", "true")),
       absl::StrCat("--grad_accum=", global_micro / world)};
-  // Each rank writes the same deterministic corpus into its own directory.
+  // Each rank writes the same deterministic corpus into its own directory,
+  // unless --data names a token file (scripts/compare_parallel_demo.sh: the
+  // demo corpus itself).
   testing::TempDir dir;
-  const std::string corpus = dir / "corpus.ltok";
-  Check(testing::WriteByteTokenCorpus(dir / "text", corpus, 120, 3));
+  std::string corpus = Arg(argc, argv, "data", "");
+  if (corpus.empty()) {
+    corpus = dir / "corpus.ltok";
+    Check(testing::WriteByteTokenCorpus(dir / "text", corpus, 120, 3));
+  }
   overrides.push_back("--data.path=" + corpus);
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(testing::SourcePath("configs/demo.textproto"), overrides);
   Check(config.status());

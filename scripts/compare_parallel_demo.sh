@@ -1,0 +1,31 @@
+#!/bin/bash
+# Why: issue 11's headline check at full size, by hand (ctest runs the same
+# comparison on a 2-layer cut, tests/parallel/CMakeLists.txt): 50 steps of
+# configs/demo.textproto's model (8 layers, 256-token rows) on the demo corpus
+# with one global batch of 8 rows x 256 tokens (data.batch_size 2 x 4
+# micro-batches: grad_accum 4/2/1 on 1/2/4 ranks) in DDP, ZeRO-1 and FSDP.
+# tests/parallel/compare_runs.sh prints each mode's worst relative per-step
+# loss difference against the 1-rank run (fails above 1e-5), and
+# parallel_train_check aborts a DDP run unless every rank's parameter hash is
+# equal after every step. Logs go to $OUT (default runs/compare_parallel_demo).
+#   scripts/compare_parallel_demo.sh [BUILD_DIR] [MODES...]     (default: build ddp zero1 fsdp)
+# Takes a while: 9 runs of 50 steps (about 25 min on 2 idle cores).
+set -u
+cd "$(dirname "$0")/.."
+build="${1:-build}"; shift || true
+modes="${*:-ddp zero1 fsdp}"
+bin="$build/tests/parallel/parallel_train_check"
+[ -x "$bin" ] || { echo "compare_parallel_demo: $bin missing (ninja -C $build parallel_train_check)"; exit 1; }
+[ -f data/corpus/demo.ltok ] || { echo "compare_parallel_demo: data/corpus/demo.ltok missing (bash scripts/main.sh makes it)"; exit 1; }
+out="${OUT:-runs/compare_parallel_demo}"; mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1"
+status=0
+for mode in $modes; do
+  start=$(date +%s)
+  COMPARE_RUNS_KEEP="$out/$mode" tests/parallel/compare_runs.sh "$mode" "$mpirun" "$bin" --data=data/corpus/demo.ltok --layers=8 --seq_len=256 \
+    --batch_size=2 --steps=50 > "$out/$mode.log" 2>&1 || status=1
+  grep -h "^compare_runs\|^parallel_train_check" "$out/$mode.log"
+  echo "compare_parallel_demo: $mode took $(( $(date +%s) - start )) s"
+done
+exit $status
