@@ -10,7 +10,12 @@ mode="$1"; mpirun="$2"; bin="$3"; shift 3
 # COMPARE_RUNS_KEEP=DIR keeps each run's per-step output there (npN.txt/.err).
 if [ -n "${COMPARE_RUNS_KEEP:-}" ]; then tmp="$COMPARE_RUNS_KEEP"; mkdir -p "$tmp"
 else tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT; fi
-for np in 1 2 4; do
+# COMPARE_RUNS_REF=FILE: a 1-rank run's output to compare against instead of
+# running np 1 again (one process: DDP = ZeRO-1 = FSDP bit for bit,
+# tests/parallel/strategy_single_rank_test.cc).
+nps="1 2 4"
+if [ -n "${COMPARE_RUNS_REF:-}" ]; then cp "$COMPARE_RUNS_REF" "$tmp/np1.txt"; nps="2 4"; fi
+for np in $nps; do
   if ! $mpirun -np $np "$bin" --mode="$mode" --global_micro=4 "$@" > "$tmp/np$np.txt" 2> "$tmp/np$np.err"; then
     echo "compare_runs: FAIL: $mode with $np ranks exited non-zero"; cat "$tmp/np$np.err" "$tmp/np$np.txt"; exit 1
   fi
