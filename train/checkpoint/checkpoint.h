@@ -24,6 +24,13 @@ inline constexpr char kOptimizerFile[] = "optimizer.safetensors";
 inline constexpr char kHfConfigFile[] = "config.json";
 inline constexpr char kTrainConfigFile[] = "longctx_config.textproto";
 inline constexpr char kTrainerStateFile[] = "trainer_state.json";
+// Written last (before COMPLETE): world size, mode, layout, and every file's
+// size and XXH64, so loading can tell a corrupt file from a good one.
+inline constexpr char kManifestFile[] = "manifest.json";
+// <out_dir>/latest: the name of the newest committed checkpoint directory
+// ("step-00000120\n"), replaced atomically after each save (for scripts; the
+// trainer itself scans for the newest complete, verified checkpoint).
+inline constexpr char kLatestPointerFile[] = "latest";
 
 // Writes <out_dir>/step-NNNNNNNN atomically and prunes to `keep` checkpoints.
 // `optimizer` may be null (weights-only checkpoint). Returns the final path.
@@ -32,10 +39,20 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& out_dir, int64_t s
                                            const nlohmann::json& trainer_state, int keep, int bos_id,
                                            int eos_id);
 
-// Loads model.safetensors into the model (names and shapes must match).
+// Checks every file listed in DIR/manifest.json against its recorded size and
+// XXH64. DataLoss naming the file on a mismatch or missing file; a checkpoint
+// written before manifests existed (no manifest.json) passes with a warning.
+absl::Status VerifyCheckpointFiles(const std::string& dir);
+// Checks one file of DIR against the manifest (same rules as above).
+absl::Status VerifyCheckpointFile(const std::string& dir, const std::string& file);
+
+// Loads model.safetensors into the model (names and shapes must match),
+// after verifying its checksum against the manifest.
 absl::Status LoadModelWeights(const std::string& dir, Transformer* model);
 // Loads optimizer.safetensors into the AdamW moments.
 absl::Status LoadOptimizerState(const std::string& dir, AdamW* optimizer);
+// trainer_state.json, with "step" (required) and "tokens_seen" (if present)
+// checked to be integers in [0, 2^53]: errors name the file and the field.
 absl::StatusOr<nlohmann::json> LoadTrainerState(const std::string& dir);
 absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir);
 

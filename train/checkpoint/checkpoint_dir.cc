@@ -145,8 +145,9 @@ struct Found {
   std::string path;
 };
 
-// Complete checkpoints in out_dir, ascending by step; empty if out_dir is missing.
-absl::StatusOr<std::vector<Found>> ListComplete(const std::string& out_dir) {
+// Complete (or, with complete=false, incomplete) checkpoints in out_dir,
+// ascending by step; empty if out_dir is missing.
+absl::StatusOr<std::vector<Found>> ListComplete(const std::string& out_dir, bool complete = true) {
   std::vector<Found> out;
   std::error_code ec;
   fs::directory_iterator it(out_dir, ec);
@@ -162,7 +163,7 @@ absl::StatusOr<std::vector<Found>> ListComplete(const std::string& out_dir) {
     std::error_code dec;
     if (!it->is_directory(dec)) continue;
     const std::string p = Join(out_dir, name);
-    if (!HasCompleteMarker(p)) continue;
+    if (HasCompleteMarker(p) != complete) continue;
     out.push_back({step, p});
   }
   if (ec) return EcStatus(ec, "cannot list", out_dir);
@@ -333,6 +334,22 @@ absl::StatusOr<std::optional<std::string>> FindLatestCheckpoint(const std::strin
   if (!found.ok()) return found.status();
   if (found->empty()) return std::optional<std::string>();
   return std::optional<std::string>(found->back().path);
+}
+
+absl::StatusOr<std::vector<std::string>> ListCompleteCheckpoints(const std::string& out_dir) {
+  absl::StatusOr<std::vector<Found>> found = ListComplete(out_dir);
+  if (!found.ok()) return found.status();
+  std::vector<std::string> out;
+  for (const Found& f : *found) out.push_back(f.path);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> ListIncompleteCheckpoints(const std::string& out_dir) {
+  absl::StatusOr<std::vector<Found>> found = ListComplete(out_dir, /*complete=*/false);
+  if (!found.ok()) return found.status();
+  std::vector<std::string> out;
+  for (const Found& f : *found) out.push_back(f.path);
+  return out;
 }
 
 absl::Status PruneCheckpoints(const std::string& out_dir, int keep) {

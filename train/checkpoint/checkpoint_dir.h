@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -83,6 +84,13 @@ class CheckpointDirWriter {
 // that are not canonical checkpoint names. nullopt when there is none or
 // out_dir does not exist.
 absl::StatusOr<std::optional<std::string>> FindLatestCheckpoint(const std::string& out_dir);
+
+// Every complete checkpoint directory of out_dir, ascending by step (what
+// FindLatestCheckpoint picks the last of); empty when out_dir is missing.
+absl::StatusOr<std::vector<std::string>> ListCompleteCheckpoints(const std::string& out_dir);
+// Canonical step directories without the COMPLETE marker (a save that died
+// after the rename of an older format, or a hand-made copy), ascending.
+absl::StatusOr<std::vector<std::string>> ListIncompleteCheckpoints(const std::string& out_dir);
 
 // Removes all but the newest `keep` complete checkpoints (keep <= 0 keeps
 // them all) and every `.tmp-*` directory whose owning pid is no longer alive
