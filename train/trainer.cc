@@ -151,17 +151,43 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
                                                t->gradient_sync_.get(), t->update_.get(), config.stop_on_nonfinite());
 
-  absl::StatusOr<std::optional<std::string>> latest = FindLatestCheckpoint(config.out_dir());
-  if (!latest.ok()) return latest.status();
-  if (latest->has_value()) {
-    absl::Status st = t->Resume(**latest);
-    if (!st.ok()) return st;
-  } else if (!config.init_from().empty()) {
+  // Resume from the newest complete checkpoint whose files match its manifest;
+  // a corrupt one is skipped with a warning naming it and the one used instead.
+  absl::StatusOr<std::vector<std::string>> complete = ListCompleteCheckpoints(config.out_dir());
+  if (!complete.ok()) return complete.status();
+  absl::StatusOr<std::vector<std::string>> incomplete = ListIncompleteCheckpoints(config.out_dir());
+  if (!incomplete.ok()) return incomplete.status();
+  const int64_t newest_complete_step = complete->empty() ? -1 : StepOfCheckpointDir(complete->back());
+  for (const std::string& d : *incomplete)
+    if (StepOfCheckpointDir(d) > newest_complete_step && t->comm_->rank() == 0)
+      LOG(WARNING) << d << " has no " << kCheckpointCompleteMarker << " marker (an unfinished save or a copy); ignoring it and "
+                   << (complete->empty() ? std::string("starting from step 0")
+                                         : absl::StrCat("resuming from ", complete->back()));
+  std::string corrupt_note;
+  for (int i = static_cast<int>(complete->size()) - 1; i >= 0; --i) {
+    const std::string& dir = (*complete)[i];
+    absl::Status verified = VerifyCheckpointFiles(dir);
+    if (verified.ok()) {
+      if (!corrupt_note.empty() && t->comm_->rank() == 0)
+        LOG(WARNING) << corrupt_note << "; falling back to the previous complete checkpoint " << dir;
+      absl::Status st = t->Resume(dir);
+      if (!st.ok()) return st;
+      break;
+    }
+    if (verified.code() != absl::StatusCode::kDataLoss) return verified;
+    corrupt_note = absl::StrCat(corrupt_note.empty() ? "" : absl::StrCat(corrupt_note, "; "), "checkpoint ", dir,
+                                " is corrupt (", verified.message(), ")");
+    if (i == 0)
+      return absl::DataLossError(absl::StrCat(corrupt_note, "; no older complete checkpoint in ", config.out_dir(),
+                                              " to fall back to (refusing to start over from step 0 on top of it: "
+                                              "move the directory away to start a new run)"));
+  }
+  if (t->resumed_from_.empty() && !config.init_from().empty()) {
     // A new stage: weights only; the optimizer, step and data start fresh.
     absl::Status st = LoadModelWeights(config.init_from(), t->model_.get());
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("init_from: ", st.message()));
     LOG(INFO) << "initialised weights from " << config.init_from();
-  } else {
+  } else if (t->resumed_from_.empty()) {
     t->model_->InitParams(config.seed());
   }
   // Data-parallel mode (DDP on one process: nothing changes).
@@ -206,19 +232,53 @@ absl::Status Trainer::Resume(const std::string& dir) {
   if (!(*saved_dims == dims_))
     return absl::FailedPreconditionError(absl::StrCat(
         dir, ": this checkpoint was trained with a different model config; use a new out_dir or the same model"));
+  absl::StatusOr<nlohmann::json> state = LoadTrainerState(dir);
+  if (!state.ok()) return state.status();
+  const std::string state_path = absl::StrCat(dir, "/", kTrainerStateFile);
   // The data cursor only means "the next batch" under the same packing settings.
   const DataConfig &a = saved->data(), &b = config_.data();
   if (a.seq_len() != b.seq_len() || a.batch_size() != b.batch_size() || a.document_mask() != b.document_mask() ||
-      a.shuffle_seed() != b.shuffle_seed() || a.eval_fraction() != b.eval_fraction() ||
-      saved->grad_accum() != config_.grad_accum())
+      a.shuffle_seed() != b.shuffle_seed() || a.eval_fraction() != b.eval_fraction())
     return absl::FailedPreconditionError(absl::StrCat(
-        dir, ": data.seq_len/batch_size/document_mask/shuffle_seed/eval_fraction or grad_accum differ from the "
+        dir, ": data.seq_len/batch_size/document_mask/shuffle_seed/eval_fraction differ from the "
              "checkpoint's; exact resume needs the same packing (use a new out_dir to start over)"));
+  // Another world size or grad_accum is fine when the global batch (rows per
+  // step = batch_size x grad_accum x world) is the same: every rank draws the
+  // whole global batch from the one packer cursor, so no row is repeated or skipped.
+  int64_t saved_world = 1;
+  if (state->contains("world_size")) {
+    if (!(*state)["world_size"].is_number_integer() || (*state)["world_size"].get<int64_t>() < 1)
+      return absl::DataLossError(absl::StrCat(state_path, ": field \"world_size\" is ", (*state)["world_size"].dump(),
+                                              ", not a positive integer"));
+    saved_world = (*state)["world_size"].get<int64_t>();
+  }
+  const int64_t world = comm_->world_size();
+  const int64_t saved_global = int64_t{a.batch_size()} * saved->grad_accum() * saved_world;
+  const int64_t global = int64_t{b.batch_size()} * config_.grad_accum() * world;
+  if (saved_global != global) {
+    const int64_t per = int64_t{b.batch_size()} * world;
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": the checkpoint's global batch is ", saved_global, " rows per step (batch_size ", a.batch_size(),
+        " x grad_accum ", saved->grad_accum(), " x world ", saved_world, "), this run's ", global, " (batch_size ",
+        b.batch_size(), " x grad_accum ", config_.grad_accum(), " x world ", world, "); ",
+        saved_global % per == 0
+            ? absl::StrCat("use --grad_accum=", saved_global / per, " on ", world, " ranks")
+            : absl::StrCat("no grad_accum keeps it on ", world, " ranks (", saved_global,
+                           " is not a multiple of batch_size x world = ", per, "); use a world size dividing ",
+                           saved_global / b.batch_size())));
+  }
+  {
+    const int64_t step = (*state)["step"].get<int64_t>();
+    if (state->contains("tokens_seen") &&
+        (*state)["tokens_seen"].get<int64_t>() != step * saved_global * int64_t{a.seq_len()})
+      return absl::DataLossError(absl::StrCat(state_path, ": field \"step\" (", step, ") and \"tokens_seen\" (",
+                                              (*state)["tokens_seen"].get<int64_t>(), ") disagree: ", step,
+                                              " steps of ", saved_global, " rows of ", a.seq_len(), " tokens are ",
+                                              step * saved_global * int64_t{a.seq_len()}));
+  }
   absl::Status st = LoadModelWeights(dir, model_.get());
   if (st.ok()) st = LoadOptimizerState(dir, optimizer_.get());
   if (!st.ok()) return st;
-  absl::StatusOr<nlohmann::json> state = LoadTrainerState(dir);
-  if (!state.ok()) return state.status();
   try {
     if (state->contains("data_docs") && (state->at("data_docs").get<int64_t>() != tokens_->n_docs() ||
                                          state->at("data_tokens").get<int64_t>() != tokens_->n_tokens()))
@@ -233,17 +293,21 @@ absl::Status Trainer::Resume(const std::string& dir) {
     st = train_packer_->Seek(*cursor);
     if (!st.ok()) return st;
   } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(absl::StrCat(dir, "/", kTrainerStateFile, ": ", e.what()));
+    return absl::DataLossError(absl::StrCat(state_path, ": ", e.what()));
   }
   if (state->contains("position_frequency")) {
     absl::StatusOr<PositionFrequency> pf = PositionFrequency::FromJson(state->at("position_frequency"));
-    if (!pf.ok()) return absl::DataLossError(absl::StrCat(dir, "/", kTrainerStateFile, ": ", pf.status().message()));
+    if (!pf.ok()) return absl::DataLossError(absl::StrCat(state_path, ": ", pf.status().message()));
     if (pf->max_len() != posfreq_->max_len())
       return absl::FailedPreconditionError(absl::StrCat(dir, ": position counters for max_len ", pf->max_len()));
     *posfreq_ = std::move(*pf);
   }
   optimizer_->set_step(step_);
-  LOG(INFO) << "resumed from " << dir << " at step " << step_;
+  resumed_from_ = dir;
+  resumed_state_ = *state;
+  LOG(INFO) << "resumed from " << dir << " at step " << step_
+            << (saved_world != world ? absl::StrCat(" (saved on ", saved_world, " ranks, resharded to ", world, ")")
+                                     : std::string());
   return absl::OkStatus();
 }
 
@@ -273,7 +337,20 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   std::vector<PackedBatch> micro(accum * world);
   PackerCursor last_batch_cursor = batches_->cursor();
   int64_t steps_this_run = 0;
-
+  if (step_ >= total_steps && !resumed_from_.empty()) {
+    // A finished run stays as it was: no step, no save, no metrics.
+    if (rank == 0)
+      std::printf("longctx train: already at step %lld (steps %lld); %s is left as it is\n",
+                  static_cast<long long>(step_), static_cast<long long>(total_steps), resumed_from_.c_str());
+    summary.final_step = step_;
+    summary.checkpoint = resumed_from_;
+    auto number = [this](const char* k) {
+      return resumed_state_.contains(k) && resumed_state_[k].is_number() ? resumed_state_[k].get<double>() : 0.0;
+    };
+    summary.last_loss = number("last_loss");
+    summary.final_batch_loss = number("checkpoint_batch_loss");
+    return summary;
+  }
   HookContext ctx;
   ctx.rank = rank;
   ctx.world_size = world;

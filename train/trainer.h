@@ -75,6 +75,9 @@ class Trainer {
   std::optional<MetricsWriter> metrics_;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
+  // The checkpoint Create resumed from ("" for a fresh run) and its trainer state.
+  std::string resumed_from_;
+  nlohmann::json resumed_state_;
   double last_loss_ = 0;
   double last_lr_ = 0;
   bool has_eval_ = true;  // false when the eval split has no documents
