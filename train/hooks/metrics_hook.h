@@ -21,6 +21,7 @@ class MetricsHook final : public Hook {
   std::chrono::steady_clock::time_point window_start_;
   double excluded_at_window_start_ = 0;
   int64_t window_tokens_ = 0;
+  int64_t window_steps_ = 0;  // for "comm_s" (seconds per step in train/parallel's collectives)
 };
 
 }  // namespace longctx

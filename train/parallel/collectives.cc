@@ -7,6 +7,21 @@
 
 namespace longctx {
 
+namespace {
+double comm_seconds = 0;
+}  // namespace
+
+double TakeCommSeconds() {
+  const double s = comm_seconds;
+  comm_seconds = 0;
+  return s;
+}
+void AddCommSeconds(double s) { comm_seconds += s; }
+CommTimer::CommTimer() : start_(std::chrono::steady_clock::now()) {}
+CommTimer::~CommTimer() {
+  comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
 Tensor RangeView(const Tensor& t, ElementRange r) {
   return Tensor(static_cast<char*>(t.data) + r.begin * DTypeSize(t.dtype), t.dtype, {r.size()}, t.device);
 }
@@ -17,6 +32,7 @@ absl::Status ReduceScatterSum(Communicator& comm, Backend& be, const Tensor& ful
   if (shard.numel() != r.size())
     return absl::InvalidArgumentError(absl::StrCat("ReduceScatterSum: ", comm.Where(), " owns ", r.size(), " of ",
                                                    full.numel(), " elements, the shard has ", shard.numel()));
+  CommTimer timer;
   return comm.ReduceScatterSum(full.as<float>(), full.numel(), shard.as<float>());
 }
 
@@ -26,6 +42,7 @@ absl::Status AllGather(Communicator& comm, Backend& be, const Tensor& shard, con
   if (shard.numel() != r.size())
     return absl::InvalidArgumentError(absl::StrCat("AllGather: ", comm.Where(), " owns ", r.size(), " of ",
                                                    full.numel(), " elements, the shard has ", shard.numel()));
+  CommTimer timer;
   return comm.AllGather(shard.data, full.numel(), full.dtype, full.data);
 }
 

@@ -38,7 +38,10 @@ uint64_t HashParameters(Transformer& model) {
 namespace {
 
 ReduceDoublesFn ReduceOver(Communicator* comm) {
-  return [comm](double* v, int n) { return comm->AllReduceSum(v, n); };
+  return [comm](double* v, int n) {
+    CommTimer timer;
+    return comm->AllReduceSum(v, n);
+  };
 }
 
 // Gathers full moments from shards into `full` on every rank (collective);

@@ -87,6 +87,15 @@ absl::Status InstallParallelStrategy(const TrainConfig& config, Transformer* mod
 }
 
 absl::Status GatherFullStateHook::Gather(HookContext& ctx, bool optimizer) {
+  // The gathers for a probe or checkpoint are not the step's communication ("comm_s").
+  const double step_comm = TakeCommSeconds();
+  struct Restore {
+    double s;
+    ~Restore() {
+      TakeCommSeconds();
+      AddCommSeconds(s);
+    }
+  } restore{step_comm};
   if (absl::Status st = s_->GatherFullParameters(); !st.ok()) return st;
   if (!optimizer) return absl::OkStatus();
   absl::StatusOr<const AdamW*> full = s_->FullOptimizerOnRoot();
