@@ -77,6 +77,7 @@ void RegisterModelCommands(CommandTable& table);    // train, eval, generate, pr
 void RegisterBenchCommands(CommandTable& table);    // bench, bench attention
 void RegisterDataCommands(CommandTable& table);     // data build / encode / corpus / tokenize / merge
 void RegisterAnalyzeCommands(CommandTable& table);  // analyze attention / posfreq
+void RegisterConvertCommands(CommandTable& table);  // convert --to hf / --from hf
 
 }  // namespace longctx::cli
 
