@@ -85,6 +85,16 @@ absl::StatusOr<std::string> FindTokenizerFile(std::string_view name) {
 }
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  // Only a regular file of bounded size: a device (/dev/zero) would be read
+  // without end, a directory "opens" on some systems.
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  if (!fs::is_regular_file(st)) return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  const uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxJsonFileBytes)
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", size, " bytes; a JSON file longctx reads is at most ", kMaxJsonFileBytes, " bytes"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::ostringstream ss;

@@ -5,6 +5,7 @@
 #ifndef LONGCTX_DATA_TOKENIZER_FILES_H_
 #define LONGCTX_DATA_TOKENIZER_FILES_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,8 @@ std::vector<std::string> TokenizerSearchDirs();
 absl::StatusOr<std::string> FindTokenizerFile(std::string_view name);
 
 // Reads and parses a JSON file (NotFound / InvalidArgument with the path).
+// Not a regular file, or longer than kMaxJsonFileBytes: InvalidArgument.
+inline constexpr uint64_t kMaxJsonFileBytes = uint64_t{1} << 30;
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
 
 }  // namespace longctx

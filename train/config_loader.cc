@@ -6,6 +6,8 @@
 #include "kernels/status_macros.h"
 
 #include <algorithm>
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -302,15 +304,42 @@ absl::Status ValidateTrainConfig(const TrainConfig& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides) {
+absl::StatusOr<std::string> ReadConfigText(const std::string& path, int64_t max_bytes) {
+  // Refuse what is not a file of text before opening it: a directory would
+  // "read" as empty (a run of defaults), a character device such as /dev/zero
+  // never ends. A FIFO (`--config <(...)`) is allowed; the size cap bounds it.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return absl::NotFoundError(absl::StrCat("cannot read config file \"", path, "\": ", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat("config file \"", path, "\" is a directory, not a text-format TrainConfig"));
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file \"", path, "\" is not a regular file (a device or socket); give a text-format TrainConfig"));
+  if (S_ISREG(st.st_mode) && st.st_size > max_bytes)
+    return absl::InvalidArgumentError(absl::StrCat("config file \"", path, "\" is ", st.st_size,
+                                                   " bytes; a TrainConfig is at most ", max_bytes, " bytes"));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat("cannot read config file \"", path, "\": ", std::strerror(errno)));
   }
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text;
+  char buf[65536];
+  while (in) {
+    in.read(buf, sizeof buf);
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (static_cast<int64_t>(text.size()) > max_bytes)
+      return absl::InvalidArgumentError(absl::StrCat("config file \"", path, "\" is over ", max_bytes,
+                                                     " bytes; a TrainConfig is at most that"));
+  }
   if (in.bad()) return absl::DataLossError(absl::StrCat("error reading config file \"", path, "\""));
-  auto config = ParseTrainConfigText(text.str(), path);
+  return text;
+}
+
+absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  absl::StatusOr<std::string> text = ReadConfigText(path);
+  if (!text.ok()) return text.status();
+  auto config = ParseTrainConfigText(*text, path);
   if (!config.ok()) return config.status();
   for (const std::string& o : overrides) LONGCTX_RETURN_IF_ERROR(ApplyOverride(&*config, o));
   LONGCTX_RETURN_IF_ERROR(ValidateTrainConfig(*config));

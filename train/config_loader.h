@@ -8,6 +8,7 @@
 #ifndef LONGCTX_TRAIN_CONFIG_LOADER_H_
 #define LONGCTX_TRAIN_CONFIG_LOADER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,12 @@ namespace longctx {
 // Reads `path` (text format), applies `overrides` in order, validates.
 // Overrides look like `section.field=value` (a leading `--` is accepted).
 absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides);
+
+// The text of config file `path`, at most `max_bytes` (kMaxConfigBytes) long.
+// A directory, a device (/dev/zero, /dev/urandom) or a longer file is an error
+// naming the path, never a run of defaults or a read without end.
+inline constexpr int64_t kMaxConfigBytes = 4 << 20;
+absl::StatusOr<std::string> ReadConfigText(const std::string& path, int64_t max_bytes = kMaxConfigBytes);
 
 // Parses text-format `text`; errors are reported as `filename:LINE:COL: message`
 // (1-based). No overrides, no validation.

@@ -1,0 +1,30 @@
+// Why: a TrainConfig file is the one input every command reads first; any
+// text must come back as a parse or validation error naming a place, never a
+// crash, and a config that validates must give a memory verdict without
+// overflowing (train/memory_check.h runs on it before anything is allocated).
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+#include "tests/fuzz/fuzz_util.h"
+#include "train/config_loader.h"
+#include "train/memory_check.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  // A trailing "\n--" splits the input into the file and one override.
+  const size_t cut = text.rfind("\n--");
+  const std::string file = cut == std::string::npos ? text : text.substr(0, cut);
+  const std::string path = longctx::fuzz::WriteScratch(reinterpret_cast<const uint8_t*>(file.data()), file.size(),
+                                                       ".textproto");
+  std::vector<std::string> overrides;
+  if (cut != std::string::npos) overrides.push_back(text.substr(cut + 1));
+  auto config = longctx::LoadTrainConfig(path, overrides);
+  if (!config.ok()) return 0;
+  auto dims = longctx::ResolveModelConfig(config->model());
+  if (!dims.ok()) __builtin_trap();  // LoadTrainConfig validated it
+  (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kTraining, 2, 2, int64_t{8} << 30);
+  (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kInference, 1, 1, int64_t{8} << 30);
+  (void)longctx::ToTextProto(*config, /*include_defaults=*/true);
+  return 0;
+}
