@@ -11,6 +11,7 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libpng-dev libicu-dev python3
       zlib1g-dev groff-base   # zlib, groff: `longctx data corpus` (gzip docs, man pages)
       clang libomp-dev        # libFuzzer targets (scripts/fuzz.sh, ctest fuzz_corpus)
+      slurm-wlm munge iproute2  # tests/launch: a one-node Slurm cluster, two-host network namespaces
       python3-torch)          # the PyTorch cross-checks (tests/train/torch_reference_test,
                               # bench/torch_reference.py under /usr/bin/python3): CI runs them
 missing=()
