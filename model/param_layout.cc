@@ -4,11 +4,34 @@
 #include "model/param_layout.h"
 
 #include <algorithm>
+#include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/log.h"
 
 namespace longctx {
+
+void GenerateInitialParams(const ParamLayout& layout, const ModelDims& dims, uint64_t seed,
+                           const InitialValuesSink& sink) {
+  constexpr int64_t kPiece = 65536;
+  std::mt19937_64 rng(seed);
+  std::vector<double> piece(kPiece);
+  for (int b = 0; b < layout.num_buffers(); ++b) {
+    for (const ParamSlice& s : layout.slices()) {
+      if (s.buffer != b) continue;
+      const bool norm = absl::EndsWith(s.name, "norm.weight");
+      const bool out_proj = absl::StrContains(s.name, "o_proj") || absl::StrContains(s.name, "down_proj");
+      // One distribution per slice, as Transformer::InitParams (it caches a second draw).
+      std::normal_distribution<double> normal(0.0, out_proj ? dims.out_init_std : dims.init_std);
+      for (int64_t i = 0; i < s.numel(); i += kPiece) {
+        const int64_t n = std::min(kPiece, s.numel() - i);
+        for (int64_t j = 0; j < n; ++j) piece[j] = norm ? 1.0 : normal(rng);
+        sink(b, s.offset + i, piece.data(), n);
+      }
+    }
+  }
+}
 
 int64_t ParamSlice::numel() const {
   int64_t n = 1;

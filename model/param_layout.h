@@ -8,6 +8,7 @@
 #define LONGCTX_MODEL_PARAM_LAYOUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,18 @@ class ParamLayout {
   LayerOffsets layer_{};
   int64_t final_norm_ = 0, lm_head_ = -1;
 };
+
+// The parameters' initial values: norm weights 1, every other tensor
+// N(0, dims.init_std) (o_proj and down_proj N(0, dims.out_init_std)), drawn
+// from one mt19937_64(seed) stream buffer by buffer in slice order. `sink`
+// receives them as consecutive pieces (b, offset in buffer b, values, count)
+// of at most 65,536 values, so a caller can keep only what it needs — FSDP
+// keeps its shard and never holds a whole buffer. The same values as
+// Transformer::InitParams bit for bit once rounded to the model's dtype
+// (tests/parallel/strategy_single_rank_test checks it).
+using InitialValuesSink = std::function<void(int buffer, int64_t offset, const double* values, int64_t n)>;
+void GenerateInitialParams(const ParamLayout& layout, const ModelDims& dims, uint64_t seed,
+                           const InitialValuesSink& sink);
 
 // The contiguous range [begin, end) of n elements that rank `rank` of `world`
 // owns when a buffer is sharded: the first n % world ranks get one extra

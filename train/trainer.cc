@@ -137,7 +137,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   s.weight_decay = config.optim().weight_decay();
   s.grad_clip = config.optim().grad_clip();
   s.decay_norms = config.optim().decay_norms();
-  t->optimizer_ = std::make_unique<AdamW>(&t->model_->layout(), t->backend_.get(), DType::kF32, s);
+  // ZERO1/FSDP keep only shards of the moments (train/parallel): they get a full AdamW only to resume into.
+  auto make_optimizer = [&] { t->optimizer_ = std::make_unique<AdamW>(&t->model_->layout(), t->backend_.get(), DType::kF32, s); };
+  if (config.mode() == DDP) make_optimizer();
   t->device_batch_ = std::make_unique<DeviceBatch>(t->backend_.get());
   if (config.probe_every() != 0) {
     absl::StatusOr<std::unique_ptr<ProbeHook>> probe =
@@ -170,6 +172,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     if (verified.ok()) {
       if (!corrupt_note.empty() && t->comm_->rank() == 0)
         LOG(WARNING) << corrupt_note << "; falling back to the previous complete checkpoint " << dir;
+      if (!t->optimizer_) make_optimizer();
       absl::Status st = t->Resume(dir);
       if (!st.ok()) return st;
       break;
@@ -182,17 +185,18 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
                                               " to fall back to (refusing to start over from step 0 on top of it: "
                                               "move the directory away to start a new run)"));
   }
+  std::optional<uint64_t> init_seed;
   if (t->resumed_from_.empty() && !config.init_from().empty()) {
     // A new stage: weights only; the optimizer, step and data start fresh.
     absl::Status st = LoadModelWeights(config.init_from(), t->model_.get());
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("init_from: ", st.message()));
     LOG(INFO) << "initialised weights from " << config.init_from();
   } else if (t->resumed_from_.empty()) {
-    t->model_->InitParams(config.seed());
+    init_seed = config.seed();  // InstallParallelStrategy initialises (FSDP: each rank only its shards)
   }
   // Data-parallel mode (DDP on one process: nothing changes).
   if (absl::Status st = InstallParallelStrategy(config, t->model_.get(), t->comm_.get(), &t->optimizer_,
-                                                &t->gradient_sync_, &t->update_, &t->strategy_);
+                                                &t->gradient_sync_, &t->update_, &t->strategy_, init_seed);
       !st.ok())
     return st;
   t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),

@@ -92,14 +92,15 @@ int Main(int argc, char** argv) {
   std::unique_ptr<Backend> be = MakeCpuBackend();
   Check(be->SetThreads(threads->threads));
   Transformer model(*dims, be.get(), DType::kF32);
-  model.InitParams(config->seed());
   absl::StatusOr<std::unique_ptr<TokenDataset>> data = OpenTrainingData(*config);
   Check(data.status());
   absl::StatusOr<std::unique_ptr<Packer>> packer = MakeTrainPacker(*config, data->get());
   Check(packer.status());
   absl::StatusOr<std::unique_ptr<ParallelStrategy>> strategy = MakeParallelStrategy(*config, &model, &comm);
   Check(strategy.status());
-  Check((*strategy)->Setup());
+  // The strategy initialises (FSDP: each rank only its shards; step 1's loss
+  // then checks they are InitParams' values).
+  Check((*strategy)->Setup(config->seed()));
   DeviceBatch device_batch(be.get());
 
   const int steps = config->steps();

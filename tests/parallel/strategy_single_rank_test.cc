@@ -2,8 +2,12 @@
 // and FSDP (gathers and reduce-scatters are copies, one shard = the whole
 // buffer) give the DDP/AdamW parameters bit for bit with one micro-batch per
 // step, and FSDP holds no full parameter or gradient buffer between steps.
+// FSDP initialising its shards itself (Setup(seed): GenerateInitialParams,
+// model/param_layout.h) must give Transformer::InitParams' values bit for bit.
 #include <cstring>
+#include <optional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -55,17 +59,18 @@ Batch MakeBatch(int seed) {
   return b;
 }
 
-std::vector<std::vector<float>> Train(ParallelMode mode, bool reshard, std::vector<double>* losses) {
+std::vector<std::vector<float>> Train(ParallelMode mode, bool reshard, std::vector<double>* losses,
+                                      bool strategy_inits = false) {
   const TrainConfig c = Config(mode, reshard);
   absl::StatusOr<ModelDims> d = ResolveModelConfig(c.model());
   EXPECT_TRUE(d.ok());
   std::unique_ptr<Backend> be = MakeCpuBackend();
   Transformer model(*d, be.get(), DType::kF32);
-  model.InitParams(9);
+  if (!strategy_inits) model.InitParams(9);
   std::unique_ptr<Communicator> comm = MakeLocalCommunicator();
   absl::StatusOr<std::unique_ptr<ParallelStrategy>> s = MakeParallelStrategy(c, &model, comm.get());
   EXPECT_TRUE(s.ok());
-  EXPECT_TRUE((*s)->Setup().ok());
+  EXPECT_TRUE((*s)->Setup(strategy_inits ? std::optional<uint64_t>(9) : std::nullopt).ok());
   for (int step = 1; step <= 4; ++step) {
     (*s)->BeginStep();
     Batch b = MakeBatch(step);
@@ -91,13 +96,15 @@ std::vector<std::vector<float>> Train(ParallelMode mode, bool reshard, std::vect
 TEST(StrategySingleRankTest, Zero1AndFsdpEqualDdpBitForBit) {
   std::vector<double> ddp_losses;
   const auto ddp = Train(DDP, true, &ddp_losses);
-  for (auto [mode, reshard] : {std::pair{ZERO1, true}, std::pair{FSDP, true}, std::pair{FSDP, false}}) {
+  for (auto [mode, reshard, inits] : {std::tuple{ZERO1, true, false}, std::tuple{FSDP, true, false},
+                                      std::tuple{FSDP, false, false}, std::tuple{FSDP, true, true},
+                                      std::tuple{ZERO1, true, true}, std::tuple{DDP, true, true}}) {
     std::vector<double> losses;
-    const auto p = Train(mode, reshard, &losses);
-    EXPECT_EQ(losses, ddp_losses) << ParallelMode_Name(mode) << " reshard " << reshard;
+    const auto p = Train(mode, reshard, &losses, inits);
+    EXPECT_EQ(losses, ddp_losses) << ParallelMode_Name(mode) << " reshard " << reshard << " strategy inits " << inits;
     for (size_t b = 0; b < p.size(); ++b)
       EXPECT_EQ(0, std::memcmp(p[b].data(), ddp[b].data(), p[b].size() * sizeof(float)))
-          << ParallelMode_Name(mode) << " reshard " << reshard << " buffer " << b;
+          << ParallelMode_Name(mode) << " reshard " << reshard << " strategy inits " << inits << " buffer " << b;
   }
 }
 

@@ -2,6 +2,7 @@
 // collectives.h and the optimizers of optim/; each keeps its own storage.
 #include "train/parallel/parallel_strategy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -72,7 +73,10 @@ class DdpStrategy : public ParallelStrategy {
   DdpStrategy(const TrainConfig& c, Transformer* m, Communicator* comm)
       : model_(m), comm_(comm),
         opt_(std::make_unique<AdamW>(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c))) {}
-  absl::Status Setup() override { return absl::OkStatus(); }
+  absl::Status Setup(std::optional<uint64_t> init_seed) override {
+    if (init_seed) model_->InitParams(*init_seed);
+    return absl::OkStatus();
+  }
   void BeginStep() override { model_->grads().Zero(); }
   absl::Status FinishBackward() override {
     Backend& be = *model_->backend();
@@ -140,7 +144,10 @@ class Zero1Strategy : public ParallelStrategy {
     for (int b = 0; b < opt_.num_buffers(); ++b)
       grad_shards_.emplace_back(m->backend(), static_cast<size_t>(opt_.range(b).size()) * sizeof(float));
   }
-  absl::Status Setup() override { return absl::OkStatus(); }
+  absl::Status Setup(std::optional<uint64_t> init_seed) override {
+    if (init_seed) model_->InitParams(*init_seed);
+    return absl::OkStatus();
+  }
   void BeginStep() override { model_->grads().Zero(); }
   absl::Status FinishBackward() override {
     for (int b = 0; b < opt_.num_buffers(); ++b) {
@@ -215,13 +222,15 @@ class FsdpStrategy : public ParallelStrategy, public ParamResidency {
     if (model_->residency() == this) model_->set_residency(nullptr);
   }
 
-  absl::Status Setup() override {
+  absl::Status Setup(std::optional<uint64_t> init_seed) override {
     Backend& be = *model_->backend();
     for (int b = 0; b < opt_.num_buffers(); ++b) {
-      if (opt_.range(b).size() > 0) be.Copy(ParamShard(b), RangeView(model_->params().buffer(b), opt_.range(b)));
+      if (!init_seed && opt_.range(b).size() > 0)
+        be.Copy(ParamShard(b), RangeView(model_->params().buffer(b), opt_.range(b)));
       model_->params().Release(b);
       model_->grads().Release(b);
     }
+    if (init_seed) InitShards(*init_seed);
     model_->set_residency(this);
     BeginStep();
     return absl::OkStatus();
@@ -326,6 +335,27 @@ class FsdpStrategy : public ParallelStrategy, public ParamResidency {
     if (n > 0) be.Axpy(GradShard(b), 1.0, tmp);
     model_->grads().Release(b);
     return absl::OkStatus();
+  }
+  // This rank's range of every buffer's initial values, one buffer's shard
+  // on the host at a time (rounded to fp32 as Transformer::InitParams does).
+  void InitShards(uint64_t seed) {
+    std::vector<float> host;
+    int current = -1;
+    auto flush = [&] {
+      if (current >= 0 && !host.empty()) model_->backend()->CopyFromHost(ParamShard(current), host.data());
+    };
+    GenerateInitialParams(model_->layout(), model_->dims(), seed,
+                          [&](int b, int64_t offset, const double* v, int64_t n) {
+                            if (b != current) {
+                              flush();
+                              current = b;
+                              host.assign(static_cast<size_t>(opt_.range(b).size()), 0.0f);
+                            }
+                            const ElementRange r = opt_.range(b);
+                            const int64_t lo = std::max(offset, r.begin), hi = std::min(offset + n, r.end);
+                            for (int64_t i = lo; i < hi; ++i) host[i - r.begin] = static_cast<float>(v[i - offset]);
+                          });
+    flush();
   }
   Tensor ParamShard(int b) const {
     return Tensor(param_shards_[b].data(), DType::kF32, {opt_.range(b).size()}, model_->backend()->device());

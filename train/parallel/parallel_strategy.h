@@ -23,7 +23,9 @@
 #ifndef LONGCTX_TRAIN_PARALLEL_PARALLEL_STRATEGY_H_
 #define LONGCTX_TRAIN_PARALLEL_PARALLEL_STRATEGY_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -40,10 +42,14 @@ namespace longctx {
 class ParallelStrategy {
  public:
   virtual ~ParallelStrategy() = default;
-  // The model's parameters are full and identical on every rank when this is
-  // called (after init or resume): sharded modes keep their shard; FSDP frees
-  // the full buffers and installs itself as the model's residency hook.
-  virtual absl::Status Setup() = 0;
+  // Without init_seed the model's parameters are full and identical on every
+  // rank when this is called (after resume or init_from): sharded modes keep
+  // their shard. With init_seed they have not been initialised: DDP and ZeRO-1
+  // call Transformer::InitParams(seed); FSDP writes the same values
+  // (GenerateInitialParams) into its shards only, never touching a full
+  // buffer, so its peak memory is the sharded state. FSDP then frees the full
+  // buffers and installs itself as the model's residency hook.
+  virtual absl::Status Setup(std::optional<uint64_t> init_seed) = 0;
   // Before a step's first micro-batch (zeroes whatever accumulates gradients).
   virtual void BeginStep() = 0;
   // After the step's last micro-batch backward: gradients summed over ranks

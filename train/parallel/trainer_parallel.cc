@@ -70,16 +70,19 @@ bool ProbeDue(const HookContext& ctx, int64_t step) {
 absl::Status InstallParallelStrategy(const TrainConfig& config, Transformer* model, Communicator* comm,
                                      std::unique_ptr<AdamW>* optimizer, std::unique_ptr<GradientSync>* sync,
                                      std::unique_ptr<ParamUpdate>* update,
-                                     std::unique_ptr<ParallelStrategy>* strategy) {
+                                     std::unique_ptr<ParallelStrategy>* strategy,
+                                     std::optional<uint64_t> init_seed) {
   if (config.mode() == DDP) {
+    if (init_seed) model->InitParams(*init_seed);
     if (comm->world_size() > 1) *sync = std::make_unique<IdenticalSumGradientSync>(comm, model->backend());
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<ParallelStrategy>> s = MakeParallelStrategy(config, model, comm);
   if (!s.ok()) return s.status();
-  if (absl::Status st = (*s)->LoadFullOptimizer(**optimizer); !st.ok()) return st;
+  if (*optimizer != nullptr)
+    if (absl::Status st = (*s)->LoadFullOptimizer(**optimizer); !st.ok()) return st;
   optimizer->reset();  // the full moments live on as shards only
-  if (absl::Status st = (*s)->Setup(); !st.ok()) return st;
+  if (absl::Status st = (*s)->Setup(init_seed); !st.ok()) return st;
   *sync = std::make_unique<StrategySync>(s->get());
   *update = std::make_unique<StrategyUpdate>(s->get());
   *strategy = std::move(*s);

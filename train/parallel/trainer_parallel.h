@@ -16,7 +16,9 @@
 #ifndef LONGCTX_TRAIN_PARALLEL_TRAINER_PARALLEL_H_
 #define LONGCTX_TRAIN_PARALLEL_TRAINER_PARALLEL_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "launch/communicator.h"
@@ -29,13 +31,18 @@
 
 namespace longctx {
 
-// After the model's weights are initialised or resumed (and *optimizer holds
-// the resumed moments and step). May replace *sync and *update (the caller
-// rebuilds its TrainStep) and reset *optimizer; *strategy stays null for DDP.
+// After the model's weights are resumed or loaded (init_seed unset), or
+// instead of initialising them (init_seed set: the strategy initialises —
+// FSDP only each rank's shards, so no rank ever holds the full model). A
+// resumed *optimizer holds the moments and step; a null one (ZERO1/FSDP
+// starting fresh: the trainer makes no full AdamW for them) means zero
+// moments. May replace *sync and *update (the caller rebuilds its TrainStep)
+// and reset *optimizer; *strategy stays null for DDP.
 absl::Status InstallParallelStrategy(const TrainConfig& config, Transformer* model, Communicator* comm,
                                      std::unique_ptr<AdamW>* optimizer, std::unique_ptr<GradientSync>* sync,
                                      std::unique_ptr<ParamUpdate>* update,
-                                     std::unique_ptr<ParallelStrategy>* strategy);
+                                     std::unique_ptr<ParallelStrategy>* strategy,
+                                     std::optional<uint64_t> init_seed = std::nullopt);
 
 // Registered right before the probe hook and right after the checkpoint hook.
 class GatherFullStateHook : public Hook {
