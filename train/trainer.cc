@@ -21,6 +21,7 @@
 #include "train/hooks/metrics_hook.h"
 #include "train/hooks/posfreq_hook.h"
 #include "train/hooks/probe_hook.h"
+#include "train/hooks/tensorboard_hook.h"
 #include "train/probe/niah_probe_config.h"
 
 namespace longctx {
@@ -226,6 +227,7 @@ void Trainer::RegisterHooks() {
   if (probe_hook_ != nullptr) hooks_.push_back(std::move(probe_hook_));
   hooks_.push_back(std::make_unique<CheckpointHook>(tokenizer_->bos_id(), tokenizer_->eos_id()));
   if (strategy_) hooks_.push_back(std::make_unique<ReleaseFullStateHook>(strategy_.get()));
+  hooks_.push_back(std::make_unique<TensorBoardHook>());  // last: follows what the others wrote to metrics.jsonl
 }
 
 absl::Status Trainer::Resume(const std::string& dir) {

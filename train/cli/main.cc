@@ -2,6 +2,7 @@
 // command table (command_table.h); the groups register here, in the order
 // `longctx --help` lists them.
 #include "train/cli/command_table.h"
+#include "train/cli/plot_commands.h"
 
 int main(int argc, char** argv) {
   longctx::cli::CommandTable table;
@@ -10,5 +11,6 @@ int main(int argc, char** argv) {
   longctx::cli::RegisterDataCommands(table);
   longctx::cli::RegisterAnalyzeCommands(table);
   longctx::cli::RegisterConvertCommands(table);
+  longctx::cli::RegisterPlotCommands(table);
   return table.Main(argc, argv);
 }

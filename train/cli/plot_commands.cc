@@ -1,0 +1,90 @@
+// Why: metrics.jsonl holds a run's numbers; `longctx plot --run DIR` turns
+// them into PNGs a user can look at (train/report/run_plots.h): loss and eval
+// loss, effective length against step, pass rate against probe length, and
+// position frequency, written to DIR/plots/ (or --out) with their paths printed.
+#include "train/cli/plot_commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint/checkpoint.h"
+#include "train/report/run_plots.h"
+
+namespace longctx::cli {
+namespace {
+
+struct PlotArgs {
+  std::string run, out;
+};
+
+// The training length and model name from the newest checkpoint's config (0, "" if none).
+void RunInfo(const std::string& run, int* train_len, std::string* name) {
+  std::vector<std::string> steps;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run, ec))
+    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0) steps.push_back(e.path().string());
+  std::sort(steps.begin(), steps.end());
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    absl::StatusOr<TrainConfig> c = LoadCheckpointConfig(*it);
+    if (!c.ok()) continue;
+    *train_len = c->data().seq_len();
+    *name = c->model().name();
+    return;
+  }
+}
+
+int RunPlot(const PlotArgs& a) {
+  absl::StatusOr<std::vector<nlohmann::json>> events = ReadMetricsJsonl(a.run + "/metrics.jsonl");
+  if (!events.ok()) {
+    std::fprintf(stderr, "longctx plot: %s\n", std::string(events.status().message()).c_str());
+    return 1;
+  }
+  int train_len = 0;
+  std::string name;
+  RunInfo(a.run, &train_len, &name);
+  if (name.empty()) name = std::filesystem::path(a.run).filename().string();
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> plots = RenderRunPlots(*events, name, train_len);
+  if (!plots.ok()) {
+    std::fprintf(stderr, "longctx plot: %s/metrics.jsonl: %s\n", a.run.c_str(),
+                 std::string(plots.status().message()).c_str());
+    return 1;
+  }
+  const std::string out = a.out.empty() ? a.run + "/plots" : a.out;
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) {
+    std::fprintf(stderr, "longctx plot: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
+    return 1;
+  }
+  for (const auto& [file, png] : *plots) {
+    const std::string path = out + "/" + file;
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr || std::fwrite(png.data(), 1, png.size(), f) != png.size() || std::fclose(f) != 0) {
+      std::fprintf(stderr, "longctx plot: cannot write %s\n", path.c_str());
+      return 1;
+    }
+    std::printf("plot: %s\n", path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterPlotCommands(CommandTable& table) {
+  auto a = std::make_shared<PlotArgs>();
+  CLI::App* c = table.Add(
+      {.path = "plot",
+       .summary = "PNG plots of a run's metrics.jsonl: loss, eval loss, effective length, pass rate, position frequency",
+       .notes = "Example: longctx plot --run runs/demo   (writes runs/demo/plots/*.png and prints their paths)",
+       .run = [a](const std::vector<std::string>&) { return RunPlot(*a); }});
+  c->add_option("--run", a->run, "run directory (its out_dir, holding metrics.jsonl)")->required();
+  c->add_option("--out", a->out, "directory for the PNGs (default: RUN/plots)");
+}
+
+}  // namespace longctx::cli

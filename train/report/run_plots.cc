@@ -1,0 +1,168 @@
+// Why: see run_plots.h.
+#include "train/report/run_plots.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "train/report/png_plot.h"
+
+namespace longctx {
+namespace {
+
+using Json = nlohmann::json;
+
+// step -> value, the last event of a step winning (a resumed run appends).
+using Curve = std::map<int64_t, double>;
+
+void Split(const Curve& c, std::vector<double>& x, std::vector<double>& y) {
+  for (const auto& [s, v] : c) x.push_back(static_cast<double>(s)), y.push_back(v);
+}
+
+absl::StatusOr<std::string> Png(const LinePlot& plot) {
+  absl::StatusOr<RenderedPlot> r = plot.Render();
+  if (!r.ok()) return r.status();
+  return EncodePng(r->canvas);
+}
+
+bool IsNumber(const Json& j, const char* key) { return j.contains(key) && j[key].is_number(); }
+
+}  // namespace
+
+absl::StatusOr<std::vector<Json>> ReadMetricsJsonl(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::vector<Json> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return absl::DataLossError(absl::StrCat(path, ":", n, ": not a JSON object"));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> PosfreqPlotPng(const Json& ev, const std::string& title) {
+  LinePlotOptions o;
+  o.title = title;
+  o.x_label = "relative distance i (query - key)";
+  o.y_label = "pairs per layer per distance (bin mean)";
+  o.log_y = true;
+  LinePlot plot(o);
+  for (const char* kind : {"full", "sliding"}) {
+    if (!ev.contains(kind) || !ev[kind].contains("bins")) continue;
+    std::vector<double> x, y;
+    for (const Json& b : ev[kind]["bins"]) {
+      const double lo = b[0].get<double>(), hi = b[1].get<double>(), sum = b[2].get<double>();
+      if (hi <= lo) continue;
+      x.push_back(lo);
+      y.push_back(sum / (hi - lo));
+    }
+    plot.AddSeries(absl::StrCat(kind, " layers"), std::move(x), std::move(y));
+  }
+  return Png(plot);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(const std::vector<Json>& events,
+                                                                                const std::string& run_name,
+                                                                                int train_len) {
+  Curve train_loss, eval_loss, eff_len;
+  std::map<int64_t, Curve> pass_rate;  // probe step -> length -> pass rate
+  const Json* last_posfreq = nullptr;
+  for (const Json& e : events) {
+    const std::string kind = e.value("kind", "");
+    if (!IsNumber(e, "step")) continue;
+    const int64_t step = e["step"].get<int64_t>();
+    if (kind == "train" && IsNumber(e, "loss")) train_loss[step] = e["loss"].get<double>();
+    if (kind == "eval" && IsNumber(e, "loss")) eval_loss[step] = e["loss"].get<double>();
+    if (kind == "probe") {
+      if (IsNumber(e, "effective_length")) eff_len[step] = e["effective_length"].get<double>();
+      Curve& c = pass_rate[step];
+      c.clear();
+      for (const Json& l : e.value("lengths", Json::array()))
+        if (IsNumber(l, "pass_rate") && IsNumber(l, "length")) c[l["length"].get<int64_t>()] = l["pass_rate"].get<double>();
+      if (c.empty()) pass_rate.erase(step);
+    }
+    if (kind == "posfreq") last_posfreq = &e;
+  }
+  if (train_loss.empty()) return absl::NotFoundError("no \"train\" event in the metrics");
+  std::vector<std::pair<std::string, std::string>> out;
+  {
+    LinePlotOptions o;
+    o.title = absl::StrCat(run_name, ": loss");
+    o.x_label = "step";
+    o.y_label = "loss (nats per token)";
+    LinePlot plot(o);
+    std::vector<double> x, y;
+    Split(train_loss, x, y);
+    plot.AddSeries("train loss", std::move(x), std::move(y));
+    if (!eval_loss.empty()) {
+      std::vector<double> ex, ey;
+      Split(eval_loss, ex, ey);
+      PlotSeries s{.name = "eval loss", .x = std::move(ex), .y = std::move(ey), .thickness = 3};
+      plot.AddSeries(std::move(s));
+    }
+    absl::StatusOr<std::string> png = Png(plot);
+    if (!png.ok()) return png.status();
+    out.emplace_back("loss.png", std::move(*png));
+  }
+  if (!eff_len.empty()) {
+    LinePlotOptions o;
+    o.title = absl::StrCat(run_name, ": NIAH effective length");
+    o.x_label = "step";
+    o.y_label = "effective length (tokens)";
+    o.legend_corner = LegendCorner::kBottomRight;
+    o.y_min = 0;
+    double top = 0;
+    for (const auto& [s, v] : eff_len) top = std::max(top, v);
+    if (train_len > 0) top = std::max<double>(top, train_len);
+    o.y_max = std::max(1.0, top * 1.15);
+    LinePlot plot(o);
+    std::vector<double> x, y;
+    Split(eff_len, x, y);
+    plot.AddSeries("effective length", x, std::move(y));
+    if (train_len > 0 && x.size() >= 1) {
+      const double x0 = std::min(0.0, x.front()), x1 = std::max(x.back(), x0 + 1);
+      plot.AddSeries(PlotSeries{.name = absl::StrCat("training length ", train_len),
+                                .x = {x0, x1},
+                                .y = {static_cast<double>(train_len), static_cast<double>(train_len)},
+                                .color = Rgb{110, 110, 110},
+                                .auto_color = false,
+                                .thickness = 1});
+    }
+    absl::StatusOr<std::string> png = Png(plot);
+    if (!png.ok()) return png.status();
+    out.emplace_back("effective_length.png", std::move(*png));
+  }
+  if (!pass_rate.empty()) {
+    LinePlotOptions o;
+    o.title = absl::StrCat(run_name, ": NIAH pass rate by prompt length");
+    o.x_label = "prompt length (tokens)";
+    o.y_label = "pass rate";
+    o.y_min = 0;
+    o.y_max = 1.05;
+    o.legend_corner = LegendCorner::kBottomLeft;
+    LinePlot plot(o);
+    for (const auto& [step, c] : pass_rate) {
+      std::vector<double> x, y;
+      Split(c, x, y);
+      plot.AddSeries(absl::StrCat("step ", step), std::move(x), std::move(y));
+    }
+    absl::StatusOr<std::string> png = Png(plot);
+    if (!png.ok()) return png.status();
+    out.emplace_back("pass_rate.png", std::move(*png));
+  }
+  if (last_posfreq != nullptr) {
+    absl::StatusOr<std::string> png = PosfreqPlotPng(
+        *last_posfreq, absl::StrCat(run_name, ": position frequency at step ", (*last_posfreq)["step"].get<int64_t>()));
+    if (!png.ok()) return png.status();
+    out.emplace_back("posfreq.png", std::move(*png));
+  }
+  return out;
+}
+
+}  // namespace longctx

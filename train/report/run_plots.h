@@ -1,0 +1,36 @@
+// Why: a run's numbers live in metrics.jsonl; a user wants curves. These
+// functions turn its events into PNGs (loss and eval loss against step,
+// effective length against step, pass rate against probe length per probe
+// step, position frequency per layer kind) with the built-in plotter, for
+// `longctx plot --run DIR` and for the TensorBoard hook's image records.
+#ifndef LONGCTX_TRAIN_REPORT_RUN_PLOTS_H_
+#define LONGCTX_TRAIN_REPORT_RUN_PLOTS_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+
+namespace longctx {
+
+// Every line of a metrics.jsonl (blank lines skipped; a malformed line is an
+// error naming path:line).
+absl::StatusOr<std::vector<nlohmann::json>> ReadMetricsJsonl(const std::string& path);
+
+// PNG bytes of the position-frequency plot of one "posfreq" event: pairs per
+// layer per relative distance (bin averages, log y), one series per layer kind.
+absl::StatusOr<std::string> PosfreqPlotPng(const nlohmann::json& posfreq_event, const std::string& title);
+
+// The run's plots as (file name, PNG bytes): "loss.png" (train and eval loss),
+// "effective_length.png", "pass_rate.png", "posfreq.png" (last posfreq event);
+// a plot whose events are absent is left out. train_len > 0 draws the training
+// length on the effective-length plot. Error: no "train" event at all.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
+    const std::vector<nlohmann::json>& events, const std::string& run_name, int train_len);
+
+}  // namespace longctx
+
+#endif  // LONGCTX_TRAIN_REPORT_RUN_PLOTS_H_
