@@ -62,7 +62,7 @@ FlopCounts CountTrainingFlops(const ModelDims& d, int64_t T) {
 }
 
 MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq_len,
-                                  int64_t logits_chunk_tokens) {
+                                  int64_t logits_chunk_tokens, int recompute_every) {
   MemoryPlan m;
   constexpr int64_t kF32 = 4, kI32 = 4;
   m.batch = batch;
@@ -91,7 +91,14 @@ MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq
     per += H + Hkv;                                      // their rstd
   }
   m.layer_floats_per_token = per;
-  m.layer_activations = static_cast<int64_t>(d.layers) * m.tokens * per * kF32;
+  // Recomputed layers (model/transformer.h) keep their input x; the rest of
+  // their activations is one scratch set shared by all of them.
+  int recomputed = 0;
+  for (int l = 0; l < d.layers; ++l) recomputed += recompute_every > 0 && l % recompute_every == 0;
+  m.recomputed_layers = recomputed;
+  const int64_t stored_floats = static_cast<int64_t>(d.layers - recomputed) * per +
+                                static_cast<int64_t>(recomputed) * D + (recomputed > 0 ? per - D : 0);
+  m.layer_activations = stored_floats * m.tokens * kF32;
   // The last layer's output (the final residual), the final norm's output and rstd.
   m.final_norm = m.tokens * (2 * D + 1) * kF32;
   m.token_buffers = m.tokens * 3 * kI32;
@@ -114,7 +121,8 @@ Plan MakePlan(const ModelDims& dims, const PlanOptions& options) {
   plan.options = options;
   plan.params = CountParams(dims);
   plan.flops = CountTrainingFlops(dims, options.seq_len);
-  plan.memory = EstimateTrainingMemory(dims, options.batch, options.seq_len, options.logits_chunk_tokens);
+  plan.memory = EstimateTrainingMemory(dims, options.batch, options.seq_len, options.logits_chunk_tokens,
+                                       options.recompute_every);
   return plan;
 }
 
@@ -211,7 +219,10 @@ std::string FormatPlan(const Plan& plan) {
   s += Row("adamw m", Bytes(m.adam_m), Pct(m.adam_m, mt));
   s += Row("adamw v", Bytes(m.adam_v), Pct(m.adam_v, mt));
   s += Row("activations: layers", Bytes(m.layer_activations),
-           absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / layer"));
+           m.recomputed_layers == 0
+               ? absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / layer")
+               : absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / stored layer; ",
+                              m.recomputed_layers, " recomputed layers keep only their input"));
   s += Row("activations: final x + norm", Bytes(m.final_norm));
   s += Row("activations: token ids", Bytes(m.token_buffers), "ids, targets, positions (int32)");
   s += Row("activations: logits chunk", Bytes(m.logits_chunk), absl::StrCat(m.logits_chunk_tokens, " x vocab"));
@@ -275,6 +286,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
                        {"adam_v", m.adam_v},
                        {"layer_floats_per_token", m.layer_floats_per_token},
                        {"layer_activations", m.layer_activations},
+                       {"recomputed_layers", m.recomputed_layers},
                        {"final_norm", m.final_norm},
                        {"token_buffers", m.token_buffers},
                        {"logits_chunk_tokens", m.logits_chunk_tokens},

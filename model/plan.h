@@ -62,7 +62,10 @@ struct MemoryPlan {
   int64_t weights = 0, grads = 0, adam_m = 0, adam_v = 0;
   // Activations.
   int64_t layer_floats_per_token = 0;  // stored per layer per token (see plan.cc)
-  int64_t layer_activations = 0;       // layers × tokens × layer_floats_per_token × 4
+  int recomputed_layers = 0;           // layers that keep only their input (recompute_every)
+  // (stored layers × layer_floats_per_token + recomputed layers × hidden +
+  //  (one shared scratch set: layer_floats_per_token − hidden, if any)) × tokens × 4
+  int64_t layer_activations = 0;
   int64_t final_norm = 0;              // tokens × (2·hidden + 1) × 4: final residual, norm out, rstd
   int64_t token_buffers = 0;           // tokens × 3 int32 (ids, targets, positions)
   int64_t logits_chunk = 0;            // logits_chunk_tokens × vocab × 4
@@ -77,6 +80,7 @@ struct PlanOptions {
   int64_t seq_len = 2048;   // tokens per row
   int64_t grad_accum = 1;   // micro-batches per optimizer step (FLOPs per step)
   int64_t logits_chunk_tokens = 256;
+  int recompute_every = 0;  // activation recomputation (ModelConfig.recompute_every)
 };
 
 struct Plan {
@@ -92,8 +96,10 @@ ParamCounts CountParams(const ModelDims& dims);
 // window 0 = full causal ((T+1)/2).
 double MeanKeysPerQuery(int64_t seq_len, int64_t window);
 FlopCounts CountTrainingFlops(const ModelDims& dims, int64_t seq_len);
+// recompute_every: Transformer::set_recompute_every (0 = none; k: layers l
+// with l % k == 0 keep only their input plus one shared scratch set).
 MemoryPlan EstimateTrainingMemory(const ModelDims& dims, int64_t batch, int64_t seq_len,
-                                  int64_t logits_chunk_tokens = 256);
+                                  int64_t logits_chunk_tokens = 256, int recompute_every = 0);
 Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 
 // Per-rank training memory of a data-parallel run (train.proto `mode`), in

@@ -15,6 +15,7 @@ namespace longctx {
 
 struct Transformer::Activations {
   int64_t n = 0;
+  int recompute_every = 0;  // the setting the arena was carved for
   DeviceBuffer arena;
   // Per layer (x has layers + 1 entries: x[layers] is the final residual).
   std::vector<Tensor> x, xn1, rstd1, qkv, o, lse, xmid, xn2, rstd2, gu, h;
@@ -70,7 +71,7 @@ size_t Transformer::activation_bytes() const { return acts_->arena.bytes(); }
 
 void Transformer::EnsureActivations(int64_t n) {
   Activations& a = *acts_;
-  if (a.n == n) return;
+  if (a.n == n && a.recompute_every == recompute_every_) return;
   const int L = dims_.layers;
   const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
   const int64_t wqkv = (H + 2 * Hkv) * hd;
@@ -88,7 +89,20 @@ void Transformer::EnsureActivations(int64_t n) {
     a.xmid.clear(); a.xn2.clear(); a.rstd2.clear(); a.gu.clear(); a.h.clear();
     a.qraw.clear(); a.kraw.clear(); a.qrstd.clear(); a.krstd.clear();
     for (int l = 0; l <= L; ++l) a.x.push_back(carve({n, D}));
+    int shared = -1;  // the first recomputed layer: its tensors are every recomputed layer's scratch
     for (int l = 0; l < L; ++l) {
+      if (recomputes(l) && shared >= 0) {
+        a.xn1.push_back(a.xn1[shared]); a.rstd1.push_back(a.rstd1[shared]); a.qkv.push_back(a.qkv[shared]);
+        a.o.push_back(a.o[shared]); a.lse.push_back(a.lse[shared]); a.xmid.push_back(a.xmid[shared]);
+        a.xn2.push_back(a.xn2[shared]); a.rstd2.push_back(a.rstd2[shared]); a.gu.push_back(a.gu[shared]);
+        a.h.push_back(a.h[shared]);
+        if (dims_.qk_norm) {
+          a.qraw.push_back(a.qraw[shared]); a.kraw.push_back(a.kraw[shared]);
+          a.qrstd.push_back(a.qrstd[shared]); a.krstd.push_back(a.krstd[shared]);
+        }
+        continue;
+      }
+      if (recomputes(l)) shared = l;
       a.xn1.push_back(carve({n, D}));
       a.rstd1.push_back(carve({n}));
       a.qkv.push_back(carve({n, wqkv}));
@@ -125,6 +139,7 @@ void Transformer::EnsureActivations(int64_t n) {
   cursor = 0;
   build();
   a.n = n;
+  a.recompute_every = recompute_every_;
 }
 
 void Transformer::LayerForward(int l, const BatchTensors& batch) {
@@ -330,6 +345,10 @@ double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale
   be.RmsNormBackward(fn);
   for (int l = dims_.layers - 1; l >= 0; --l) {
     Acquire(1 + l, U::kBackward, true);
+    // Recomputed layer: its activations were overwritten by later recomputed
+    // layers; run its forward again from the stored input x[l]. This also
+    // rewrites x[l+1] with the identical values (nothing reads it any more).
+    if (recomputes(l)) LayerForward(l, batch);
     LayerBackward(l, batch);
     Release(1 + l, U::kBackward, true);
   }

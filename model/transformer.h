@@ -97,6 +97,20 @@ class Transformer {
   // Bytes of activation memory currently held (grows to the largest N seen).
   size_t activation_bytes() const;
 
+  // Activation recomputation (trades compute for memory so long rows fit):
+  // k = 0 stores every layer's activations (the default); k >= 1 recomputes
+  // layers l with l % k == 0 (1 = every layer, 2 = every other layer, …).
+  // A recomputed layer keeps only its input x[l] from the forward; its other
+  // activations live in one scratch set shared by all recomputed layers, and
+  // its forward is run again (same ops, same order, so bit-identical values
+  // and gradients) right before its backward — inside that layer's
+  // Acquire(1+l, B) … Release(1+l, B) residency pair, so no extra hook calls.
+  // The attention kernels keep only O(N) per layer (o, lse), so the arena is
+  // O(N) either way. Changing k re-sizes the arena at the next pass.
+  void set_recompute_every(int k) { recompute_every_ = k < 0 ? 0 : k; }
+  int recompute_every() const { return recompute_every_; }
+  bool recomputes(int layer) const { return recompute_every_ > 0 && layer % recompute_every_ == 0; }
+
   // Optional residency hook (not owned; null = every buffer always resident).
   void set_residency(ParamResidency* r) { residency_ = r; }
   ParamResidency* residency() const { return residency_; }
@@ -121,6 +135,7 @@ class Transformer {
   StringOptions string_;
   std::vector<int32_t> positions_host_;  // STRING only: the batch's positions on the host
   ParamResidency* residency_ = nullptr;
+  int recompute_every_ = 0;
   void Acquire(int b, ParamResidency::Use u, bool backward) {
     if (residency_) residency_->Acquire(b, u, backward);
   }

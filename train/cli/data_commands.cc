@@ -11,6 +11,7 @@
 
 #include "train/cli/command_table.h"
 #include "train/cli/commands.h"
+#include "train/cli/sft_commands.h"
 
 namespace longctx::cli {
 namespace {
@@ -122,6 +123,7 @@ void RegisterDataCommands(CommandTable& table) {
   AddCorpus(table);
   AddTokenize(table);
   AddMerge(table);
+  AddDataSftCommand(table);
 }
 
 }  // namespace longctx::cli
