@@ -360,6 +360,7 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   HookContext ctx;
   ctx.rank = rank;
   ctx.world_size = world;
+  ctx.comm = comm_.get();
   ctx.config = &config_;
   ctx.dims = &dims_;
   ctx.backend = backend_.get();

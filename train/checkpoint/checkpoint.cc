@@ -137,8 +137,8 @@ absl::Status VerifyAgainst(const std::string& dir, const nlohmann::json& manifes
   return absl::OkStatus();
 }
 
-absl::Status WriteManifest(const CheckpointDirWriter& writer, int64_t step, const TrainConfig& config,
-                           const Transformer& model, const nlohmann::json& trainer_state,
+absl::Status WriteManifest(const std::string& dir, int64_t step, const TrainConfig& config,
+                           const std::vector<int64_t>& buffer_sizes, const nlohmann::json& trainer_state,
                            const std::vector<std::string>& files) {
   nlohmann::json m;
   m["format"] = "longctx-checkpoint-1";
@@ -148,19 +148,16 @@ absl::Status WriteManifest(const CheckpointDirWriter& writer, int64_t step, cons
   m["mode"] = ModeName(config.mode());
   // One full copy of every buffer (written by rank 0); the strategies reshard
   // it on load for any world size.
-  nlohmann::json buffers = nlohmann::json::array();
-  const ParamLayout& layout = const_cast<Transformer&>(model).params().layout();
-  for (int b = 0; b < layout.num_buffers(); ++b) buffers.push_back(layout.buffer_size(b));
-  m["layout"] = {{"kind", "full"}, {"buffer_sizes", buffers}};
+  m["layout"] = {{"kind", "full"}, {"buffer_sizes", buffer_sizes}};
   m["checksum"] = "xxh64";
   nlohmann::json fj = nlohmann::json::object();
   for (const std::string& f : files) {
-    absl::StatusOr<FileDigest> d = HashFile(writer.path(f));
+    absl::StatusOr<FileDigest> d = HashFile(dir + "/" + f);
     if (!d.ok()) return d.status();
     fj[f] = {{"size", d->size}, {"xxh64", Hex64(d->xxh64)}};
   }
   m["files"] = fj;
-  return WriteFileAtomic(writer.path(kManifestFile), m.dump(2) + "\n");
+  return WriteFileAtomic(dir + "/" + kManifestFile, m.dump(2) + "\n");
 }
 
 absl::Status FromFile(const std::string& path, ParamStore* store, const std::string& suffix) {
@@ -211,7 +208,10 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& out_dir, int64_t s
   if (st.ok()) st = WriteFileAtomic(writer->path(kTrainConfigFile), ToTextProto(config, /*include_defaults=*/true));
   if (st.ok()) st = WriteFileAtomic(writer->path(kTrainerStateFile), trainer_state.dump(2) + "\n");
   files.insert(files.end(), {kHfConfigFile, kTrainConfigFile, kTrainerStateFile});
-  if (st.ok()) st = WriteManifest(*writer, step, config, model, trainer_state, files);
+  std::vector<int64_t> buffer_sizes;
+  const ParamLayout& layout = const_cast<Transformer&>(model).params().layout();
+  for (int b = 0; b < layout.num_buffers(); ++b) buffer_sizes.push_back(layout.buffer_size(b));
+  if (st.ok()) st = WriteManifest(writer->tmp_dir(), step, config, buffer_sizes, trainer_state, files);
   if (st.ok()) st = writer->Commit();
   if (!st.ok()) return st;
   const std::string final_path = writer->final_dir();
@@ -280,6 +280,39 @@ absl::StatusOr<nlohmann::json> LoadTrainerState(const std::string& dir) {
           absl::StrCat(path, ": field \"", field, "\" is ", v.dump(), ", outside [0, 2^53]"));
   }
   return j;
+}
+
+absl::Status ConsolidateCheckpoint(const std::string& dir, const std::string& out) {
+  if (dir.empty() || out.empty()) return absl::InvalidArgumentError("consolidate: --checkpoint and --out are required");
+  if (std::filesystem::exists(out + "/" + kModelFile))
+    return absl::AlreadyExistsError(absl::StrCat(out, ": already holds a ", kModelFile, "; choose an empty --out"));
+  if (absl::Status st = VerifyCheckpointFiles(dir); !st.ok()) return st;
+  bool legacy = false;
+  absl::StatusOr<nlohmann::json> m = ReadManifest(dir, &legacy);
+  if (!m.ok()) return m.status();
+  if (!legacy && (!(*m).contains("layout") || (*m)["layout"].value("kind", std::string()) != "full"))
+    return absl::UnimplementedError(absl::StrCat(dir, "/", kManifestFile, ": layout ", (*m).value("layout", nlohmann::json()).dump(),
+                                                 " is not one this build can consolidate (\"full\")"));
+  absl::StatusOr<TrainConfig> config = LoadCheckpointConfig(dir);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<nlohmann::json> state = LoadTrainerState(dir);
+  if (!state.ok()) return state.status();
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("consolidate: cannot create ", out, ": ", ec.message()));
+  // The weights, the HF config and what eval/generate/probe read (the run's
+  // config and trainer state); no optimizer moments.
+  const std::vector<std::string> files = {kModelFile, kHfConfigFile, kTrainConfigFile, kTrainerStateFile};
+  for (const std::string& f : files) {
+    absl::StatusOr<std::string> bytes = ReadFileToString(dir + "/" + f);
+    if (!bytes.ok()) return bytes.status();
+    if (absl::Status st = WriteFileAtomic(out + "/" + f, *bytes); !st.ok()) return st;
+  }
+  std::vector<int64_t> buffer_sizes;
+  if (!legacy) buffer_sizes = (*m)["layout"]["buffer_sizes"].get<std::vector<int64_t>>();
+  nlohmann::json one = *state;
+  one["world_size"] = 1;
+  return WriteManifest(out, (*state)["step"].get<int64_t>(), *config, buffer_sizes, one, files);
 }
 
 absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir) {

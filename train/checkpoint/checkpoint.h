@@ -56,6 +56,13 @@ absl::Status LoadOptimizerState(const std::string& dir, AdamW* optimizer);
 absl::StatusOr<nlohmann::json> LoadTrainerState(const std::string& dir);
 absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir);
 
+// `longctx checkpoint consolidate`: verifies checkpoint DIR and writes OUT with
+// one HF-layout model.safetensors + config.json, the run's config and trainer
+// state (what eval, generate and probe read) and a manifest; no optimizer
+// state. Today's layout ("full": one copy of every buffer whatever the world
+// size) is the only one; another layout is Unimplemented, naming it.
+absl::Status ConsolidateCheckpoint(const std::string& dir, const std::string& out);
+
 }  // namespace longctx
 
 #endif  // LONGCTX_TRAIN_CHECKPOINT_H_

@@ -2,6 +2,7 @@
 #include "train/cli/commands.h"
 
 #include <optional>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -118,6 +119,13 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
                                                 string_options->s, string_options->w,
                                                 string_options->rope_scale ? "true" : "false")
                               : "";
+  if (!std::isfinite(result.mean())) {  // JSON has no NaN: null, an error, exit 1
+    std::printf("%s\n", nlohmann::json({{"loss", nullptr}, {"error", absl::StrFormat("non-finite loss (%g)", result.mean())},
+                                        {"tokens", result.tokens}, {"batch", batch}, {"checkpoint", checkpoint}})
+                             .dump()
+                             .c_str());
+    return FailCommand(absl::DataLossError(absl::StrFormat("%s: the loss is %g", checkpoint, result.mean())));
+  }
   std::printf("{\"loss\": %.17g, \"tokens\": %lld, \"batches\": %d, \"batch\": \"%s\", \"checkpoint\": \"%s\"%s}\n",
               result.mean(), static_cast<long long>(result.tokens), result.batches, batch.c_str(), checkpoint.c_str(),
               string_json.c_str());

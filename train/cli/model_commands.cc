@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "train/cli/checkpoint_commands.h"
 #include "train/cli/command_table.h"
 #include "train/cli/commands.h"
 
@@ -130,6 +131,7 @@ void RegisterModelCommands(CommandTable& table) {
   AddGenerate(table);
   AddProbe(table);
   AddPlan(table);
+  RegisterCheckpointCommands(table);  // checkpoint consolidate (train/cli/checkpoint_commands.cc)
 }
 
 }  // namespace longctx::cli

@@ -2,8 +2,13 @@
 #include "train/hooks/checkpoint_hook.h"
 
 #include <cstdio>
+#include <cstring>
+#include <optional>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/checkpoint_dir.h"
 #include "train/evaluate.h"
 
 namespace longctx {
@@ -19,11 +24,34 @@ absl::StatusOr<std::string> CheckpointHook::Save(HookContext& ctx, int64_t step,
     state["checkpoint_batch_tokens"] = r.tokens;
     if (batch_loss != nullptr) *batch_loss = r.mean();
   }
-  if (ctx.rank != 0) return std::string();
   const TrainConfig& config = *ctx.config;
-  absl::StatusOr<std::string> path = SaveCheckpoint(config.out_dir(), step, config, *ctx.model, ctx.optimizer, state,
-                                                    config.keep_checkpoints(), bos_id_, eos_id_);
-  if (path.ok()) ctx.last_checkpoint = *path;
+  absl::StatusOr<std::string> path = std::string();
+  std::string error;
+  if (ctx.rank == 0) {
+    path = SaveCheckpoint(config.out_dir(), step, config, *ctx.model, ctx.optimizer, state, config.keep_checkpoints(),
+                          bos_id_, eos_id_);
+    if (path.ok()) {
+      ctx.last_checkpoint = *path;
+    } else {
+      // A failed save (full disk, I/O error, non-finite weights) removed its
+      // temporary directory; name the checkpoint a restart will use.
+      absl::StatusOr<std::optional<std::string>> kept = FindLatestCheckpoint(config.out_dir());
+      error = absl::StrCat(path.status().message(), "; the previous checkpoint ",
+                           kept.ok() && kept->has_value() ? **kept : std::string("(none)"), " is intact");
+    }
+  }
+  // Every rank learns whether rank 0 saved, so all of them stop with the same
+  // error instead of the others running on (or hanging) after a failed save.
+  if (ctx.world_size > 1 && ctx.comm != nullptr) {
+    std::vector<char> msg(2048, 0);
+    if (!error.empty()) std::strncpy(msg.data(), error.c_str(), msg.size() - 1);
+    if (absl::Status st = ctx.comm->BroadcastBytes(msg.data(), static_cast<int64_t>(msg.size()), 0); !st.ok())
+      return absl::Status(st.code(), absl::StrCat("checkpoint at step ", step, ": agreeing on the save: ", st.message()));
+    if (msg[0] != 0 && ctx.rank != 0)
+      return absl::UnavailableError(
+          absl::StrCat("checkpoint at step ", step, " failed on rank 0 (rank ", ctx.rank, " stops too): ", msg.data()));
+  }
+  if (!error.empty()) return absl::Status(path.status().code(), error);
   return path;
 }
 

@@ -28,6 +28,7 @@
 #include "data/packer.h"
 #include "data/position_frequency.h"
 #include "kernels/backend.h"
+#include "launch/communicator.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
@@ -72,6 +73,8 @@ struct HookContext {
   double excluded_seconds = 0;
   int64_t tokens_seen = 0;       // after the current step, all ranks
   std::string last_checkpoint;   // last checkpoint this run wrote ("" = none yet)
+  // The ranks' communicator (checkpoint saves agree on success through it).
+  Communicator* comm = nullptr;
   // trainer_state.json for a checkpoint at the current step, given the cursor
   // of the last step's batches (the trainer knows its packer and counters).
   std::function<nlohmann::json(const PackerCursor& last_batch_cursor)> state_json;

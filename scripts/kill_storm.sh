@@ -1,0 +1,73 @@
+#!/bin/bash
+# Why: issue 12's kill storm. A checkpoint-heavy sharded run (mpirun, 2 ranks,
+# FSDP, a checkpoint every step) is SIGKILLed — mpirun and both ranks at once,
+# like a lost node — at a random moment, N times, restarting each time. After
+# every kill the checkpoint a restart resumes from (the newest step directory
+# with COMPLETE) must verify against its manifest (`longctx checkpoint
+# verify`), and every temporary directory present at a kill must be gone once
+# a later save has succeeded. The run must also make progress (a restart that
+# never reaches a new checkpoint N times in a row would be a bug too).
+#   scripts/kill_storm.sh [N=100] [LONGCTX=build/bin/longctx] [DATA=data/corpus/demo.ltok]
+# ctest runs it with N=10 (checkpoint.kill_storm). Prints "kill_storm: PASS".
+set -u
+n="${1:-100}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${2:-$root/build/bin/longctx}"
+data="${3:-$root/data/corpus/demo.ltok}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+out="$tmp/run"
+RANDOM=${KILL_STORM_SEED:-12}
+
+newest_complete() {
+  local best=""
+  for d in "$out"/step-*; do [ -f "$d/COMPLETE" ] && best="$d"; done
+  echo "$best"
+}
+
+fail=0; kills=0; verified=0; tmp_seen=0; tmp_checked=0; no_ckpt=0
+pending_tmps=""; pending_step=-1
+for ((i = 1; i <= n; i++)); do
+  setsid $mpirun -np 2 "$bin" train --config "$root/configs/tiny-test.textproto" --data.path="$data" \
+    --out_dir="$out" --threads=1 --force_threads=true --mode=FSDP --grad_accum=2 --steps=1000000 \
+    --ckpt_every=1 --keep_checkpoints=2 --log_every=1000 > "$tmp/run.log" 2>&1 &
+  pid=$!
+  # 0.3 - 4.3 s: from mpirun's start-up through several saves.
+  sleep "$(( RANDOM % 4 )).$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "kill_storm: FAIL: run $i ended by itself:"; tail -20 "$tmp/run.log"; fail=1; break
+  fi
+  kill -KILL -- "-$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  kills=$((kills + 1))
+  latest=$(newest_complete)
+  # Temporary directories of an earlier kill must be gone once a later save has
+  # finished: two newer checkpoints (a kill can land between a save's rename
+  # and its pruning, so one newer checkpoint does not prove its save finished).
+  now=-1; [ -n "$latest" ] && now=$((10#${latest##*step-}))
+  if [ -n "$pending_tmps" ] && [ "$now" -ge $((pending_step + 2)) ]; then
+    for t in $pending_tmps; do
+      tmp_checked=$((tmp_checked + 1))
+      if [ -e "$t" ]; then echo "kill_storm: FAIL: kill $kills: $t survived the save of $latest"; fail=1; fi
+    done
+    pending_tmps=""
+  fi
+  if [ -z "$latest" ]; then
+    no_ckpt=$((no_ckpt + 1))
+  elif "$bin" checkpoint verify --checkpoint "$latest" > "$tmp/verify.log" 2>&1; then
+    verified=$((verified + 1))
+  else
+    echo "kill_storm: FAIL: kill $kills: the checkpoint a restart would use does not verify:"; cat "$tmp/verify.log"; fail=1
+  fi
+  if [ -z "$pending_tmps" ]; then
+    pending_tmps=$(ls -d "$out"/.tmp-* 2>/dev/null | tr '\n' ' ')
+    pending_step=$now
+    tmp_seen=$((tmp_seen + $(echo $pending_tmps | wc -w)))
+  fi
+  [ "$fail" -eq 0 ] || break
+done
+step=$(basename "$(newest_complete)")
+echo "kill_storm: $kills SIGKILLs; newest complete checkpoint verified after $verified of them (none yet after $no_ckpt);" \
+     "temporary dirs left by a kill: $tmp_seen seen, $tmp_checked checked gone after the next save; last checkpoint $step"
+if [ "$fail" -eq 0 ] && [ "$verified" -gt 0 ]; then echo "kill_storm: PASS"; else echo "kill_storm: FAIL"; exit 1; fi
