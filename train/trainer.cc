@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/log.h"
 #include "optim/lr_schedule.h"
+#include "train/memory_check.h"
 #include "train/parallel/rank_threads.h"
 #include "train/parallel/trainer_parallel.h"
 #include "train/checkpoint/checkpoint.h"
@@ -91,6 +92,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config.model());
   if (!dims.ok()) return dims.status();
   t->dims_ = *dims;
+  // Before anything is allocated: does the plan fit the machine (all ranks of this node)?
+  if (absl::Status fits = CheckMemoryFitsMachine(config, t->dims_, MemoryUse::kTraining, t->comm_->world_size(),
+                                                 t->comm_->local_world_size());
+      !fits.ok())
+    return fits;
   // The backend owns the thread count (applied as it is made) and the GEMM choices.
   // Several ranks: threads per rank from the node's cores (train/parallel/rank_threads.h).
   TrainConfig backend_config = config;

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/memory_check.h"
 #include "train/trainer.h"
 
 namespace longctx {
@@ -18,6 +19,9 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkp
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(c.config.model());
   if (!dims.ok()) return dims.status();
   c.dims = *dims;
+  // The checkpoint's config.json may name a model this machine cannot hold: say so, do not abort.
+  if (absl::Status fits = CheckMemoryFitsMachine(c.config, c.dims, MemoryUse::kInference); !fits.ok())
+    return absl::Status(fits.code(), absl::StrCat(checkpoint, ": ", fits.message()));
   if (open_data == CheckpointData::kOpen) {
     absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(c.config);
     if (!tokens.ok()) return tokens.status();
