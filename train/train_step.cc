@@ -2,6 +2,13 @@
 #include "train/train_step.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "kernels/log.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,13 +24,27 @@ absl::Status AllReduceGradientSync::Reduce(ParamStore& grads) {
 }
 
 TrainStep::TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, GradientSync* sync,
-                     ParamUpdate* update, bool stop_on_nonfinite)
+                     ParamUpdate* update, NonfinitePolicy nonfinite)
     : model_(model),
       device_batch_(device_batch),
       comm_(comm),
       sync_(sync),
       update_(update),
-      stop_on_nonfinite_(stop_on_nonfinite) {}
+      nonfinite_(nonfinite) {
+  if (const char* env = std::getenv("LONGCTX_TEST_INJECT_NONFINITE"); env != nullptr && *env != '\0') {
+    std::vector<std::string> f = absl::StrSplit(env, ':');
+    int rank = -1;
+    int64_t step = 0;
+    if (f.size() == 3 && (f[0] == "loss" || f[0] == "grad") && absl::SimpleAtoi(f[1], &rank) &&
+        absl::SimpleAtoi(f[2], &step) && step > 0) {
+      inject_grad_ = f[0] == "grad";
+      inject_rank_ = rank;
+      inject_step_ = step;
+    } else {
+      LOG(WARNING) << "LONGCTX_TEST_INJECT_NONFINITE=" << env << " ignored: expected loss|grad:RANK:STEP";
+    }
+  }
+}
 
 absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<PackedBatch>& micro, int64_t target_tokens,
                                           double lr, std::string_view last_checkpoint) {
@@ -35,24 +56,47 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
     BatchTensors t = device_batch_->Upload(micro[i]);
     loss_sum += model_->ForwardBackward(t, 1.0 / static_cast<double>(target_tokens), /*backward=*/true);
   }
+  const bool check = nonfinite_.stop || nonfinite_.skip;
+  if (inject_step_ == step && inject_rank_ == rank) {
+    if (inject_grad_ && model_->grads().allocated(0))
+      model_->backend()->Fill(model_->grads().buffer(0), std::numeric_limits<double>::quiet_NaN());
+    else
+      loss_sum = std::numeric_limits<double>::quiet_NaN();
+  }
+  // This rank's own verdict, before any reduction (FSDP has reduced and freed
+  // its layers' gradients by now: there the loss and the norm after the update
+  // are what is checked).
+  double sums[2] = {loss_sum, 0};
+  if (check && !(std::isfinite(loss_sum) && std::isfinite(model_->grads().SumSquares()))) sums[1] = 1;
   if (absl::Status st = sync_->Reduce(model_->grads()); !st.ok()) return st;
-  if (absl::Status st = comm_->AllReduceSum(&loss_sum, 1); !st.ok()) return st;
-  const double loss = loss_sum / static_cast<double>(target_tokens);
-  if (!std::isfinite(loss) && stop_on_nonfinite_)
-    return absl::InternalError(absl::StrFormat(
-        "step %d: training loss is %f; stopping without updating or saving (last checkpoint: %s)", step, loss,
-        last_checkpoint.empty() ? "none from this run" : std::string(last_checkpoint)));
-  const StepStats stats = update_->Apply(model_->params(), model_->grads(), lr);
-  if (!std::isfinite(stats.grad_norm) && stop_on_nonfinite_)
-    return absl::InternalError(
-        absl::StrFormat("step %d: gradient norm is %f (loss %f); stopping", step, stats.grad_norm, loss));
+  if (absl::Status st = comm_->AllReduceSum(sums, 2); !st.ok()) return st;
+  const double loss = sums[0] / static_cast<double>(target_tokens);
+  const int bad_ranks = static_cast<int>(sums[1]);
   StepResult r;
   r.step = step;
   r.loss = loss;
   r.target_tokens = target_tokens;
+  r.lr = lr;
+  r.ranks_nonfinite = bad_ranks;
+  if (bad_ranks > 0 && nonfinite_.skip) {
+    r.skipped = true;
+    r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    return r;
+  }
+  if (bad_ranks > 0 && nonfinite_.stop)
+    return absl::InternalError(absl::StrFormat(
+        "step %d: training loss is %f; a non-finite loss or gradient on %d of %d ranks; stopping without updating "
+        "or saving (last checkpoint: %s)",
+        step, loss, bad_ranks, world, last_checkpoint.empty() ? "none from this run" : std::string(last_checkpoint)));
+  const StepStats stats = update_->Apply(model_->params(), model_->grads(), lr);
+  // The norm is agreed across ranks; non-finite here means the update already
+  // used it, so even the skip policy cannot take it back.
+  if (!std::isfinite(stats.grad_norm) && check)
+    return absl::InternalError(absl::StrFormat(
+        "step %d: gradient norm is %f (loss %f) after the update; stopping without saving (last checkpoint: %s)",
+        step, stats.grad_norm, loss, last_checkpoint.empty() ? "none from this run" : std::string(last_checkpoint)));
   r.grad_norm = stats.grad_norm;
   r.clip_scale = stats.clip_scale;
-  r.lr = lr;
   return r;
 }
 

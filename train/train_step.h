@@ -39,6 +39,19 @@ struct StepResult {
   double grad_norm = 0;       // global gradient norm before clipping
   double clip_scale = 1;      // factor the clipping applied
   double lr = 0;
+  // A non-finite loss or local gradient on some rank (ranks_nonfinite of them)
+  // with skip_nonfinite: no update was applied; every rank returns this alike.
+  bool skipped = false;
+  int ranks_nonfinite = 0;
+};
+
+// What a step does when the loss or a gradient is NaN/Inf on any rank. Every
+// rank checks its own loss sum and local gradients before the gradients are
+// reduced, and the count of ranks that saw one is summed with the loss (the
+// same all-reduce), so all ranks take the same decision before any update.
+struct NonfinitePolicy {
+  bool stop = true;   // return an error (TrainConfig.stop_on_nonfinite)
+  bool skip = false;  // no update; StepResult.skipped (TrainConfig.skip_nonfinite; wins over stop)
 };
 
 class GradientSync {
@@ -83,13 +96,16 @@ class TrainStep {
   // Not owned; all outlive the step. comm reduces the loss sum (scalars);
   // sync and update are the strategy's seams above.
   TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, GradientSync* sync,
-            ParamUpdate* update, bool stop_on_nonfinite);
+            ParamUpdate* update, NonfinitePolicy nonfinite);
 
   // Zero grads; forward/backward of this rank's micro-batches with the loss
   // scaled by 1 / target_tokens (the global count over all of `micro`);
-  // reduce gradients and the loss sum; stop on a non-finite loss or gradient
-  // norm when configured (before any update; last_checkpoint is named in that
-  // error as what the run can resume from); clip and update.
+  // reduce gradients and the loss sum; on a non-finite loss or gradient on any
+  // rank stop or skip as the policy says (before any update; last_checkpoint is
+  // named in that error as what the run can resume from); clip and update.
+  // Test hook (documented in README "Multi-node"): the environment variable
+  // LONGCTX_TEST_INJECT_NONFINITE=KIND:RANK:STEP (KIND loss or grad) makes
+  // rank RANK's local loss sum or first gradient buffer NaN at step STEP.
   absl::StatusOr<StepResult> Run(int64_t step, const std::vector<PackedBatch>& micro, int64_t target_tokens,
                                  double lr, std::string_view last_checkpoint);
 
@@ -99,7 +115,11 @@ class TrainStep {
   Communicator* comm_;
   GradientSync* sync_;
   ParamUpdate* update_;
-  bool stop_on_nonfinite_;
+  NonfinitePolicy nonfinite_;
+  // LONGCTX_TEST_INJECT_NONFINITE, parsed once (step 0 = none).
+  bool inject_grad_ = false;
+  int inject_rank_ = -1;
+  int64_t inject_step_ = 0;
 };
 
 }  // namespace longctx

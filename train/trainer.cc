@@ -23,6 +23,7 @@
 #include "train/hooks/posfreq_hook.h"
 #include "train/hooks/probe_hook.h"
 #include "train/hooks/tensorboard_hook.h"
+#include "train/preemption.h"
 #include "train/probe/niah_probe_config.h"
 
 namespace longctx {
@@ -158,7 +159,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   t->gradient_sync_ = std::make_unique<AllReduceGradientSync>(t->comm_.get());
   t->update_ = std::make_unique<AdamWUpdate>(t->optimizer_.get());
   t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
-                                               t->gradient_sync_.get(), t->update_.get(), config.stop_on_nonfinite());
+                                               t->gradient_sync_.get(), t->update_.get(),
+                                               NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()});
 
   // Resume from the newest complete checkpoint whose files match its manifest;
   // a corrupt one is skipped with a warning naming it and the one used instead.
@@ -207,7 +209,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
       !st.ok())
     return st;
   t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
-                                               t->gradient_sync_.get(), t->update_.get(), config.stop_on_nonfinite());
+                                               t->gradient_sync_.get(), t->update_.get(),
+                                               NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()});
   if (t->comm_->rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(config.out_dir(), ec);
@@ -401,6 +404,9 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
                     ? absl::StrCat("0:", config_.data().retrieval_needles(), ":0").c_str()
                     : config_.data().retrieval_curriculum().c_str());
   if (absl::Status st = each_hook([&](Hook& h) { return h.OnRunStart(ctx); }); !st.ok()) return st;
+  // SIGTERM / SIGUSR1 from here on: finish the step, save, stop (train/preemption.h).
+  InstallPreemptionHandlers();
+  int consecutive_skips = 0;
 
   while (step_ < total_steps && (max_steps_this_run <= 0 || steps_this_run < max_steps_this_run)) {
     const int64_t next = step_ + 1;
@@ -411,6 +417,30 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     if (!target_tokens.ok()) return target_tokens.status();
     absl::StatusOr<StepResult> r = train_step_->Run(next, micro, *target_tokens, lr, ctx.last_checkpoint);
     if (!r.ok()) return r.status();
+    if (r->skipped) {  // every rank alike (train_step.h); the step number does not advance
+      ++nonfinite_skips_;
+      ++consecutive_skips;
+      if (rank == 0) {
+        std::printf("step %6lld: non-finite loss or gradient on %d of %d ranks (loss %g); step skipped "
+                    "(%d in a row, %lld in this run)\n",
+                    static_cast<long long>(next), r->ranks_nonfinite, world, r->loss, consecutive_skips,
+                    static_cast<long long>(nonfinite_skips_));
+        std::fflush(stdout);
+        if (metrics_) {
+          nlohmann::json ev = {{"kind", "nonfinite_skip"}, {"step", next}, {"ranks", r->ranks_nonfinite},
+                               {"consecutive", consecutive_skips}, {"skipped_this_run", nonfinite_skips_}};
+          if (absl::Status st = metrics_->Write(ev); !st.ok()) return st;
+        }
+      }
+      if (consecutive_skips > config_.max_consecutive_nonfinite_skips())
+        return absl::InternalError(absl::StrFormat(
+            "step %d: %d consecutive steps with a non-finite loss or gradient skipped (max_consecutive_nonfinite_skips "
+            "= %d); stopping (last checkpoint: %s)",
+            next, consecutive_skips, config_.max_consecutive_nonfinite_skips(),
+            ctx.last_checkpoint.empty() ? "none from this run" : ctx.last_checkpoint));
+      continue;
+    }
+    consecutive_skips = 0;
     step_ = next;
     ++steps_this_run;
     last_loss_ = r->loss;
@@ -420,6 +450,13 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     if (steps_this_run == 1) summary.first_loss = r->loss;
     const StepEvent event{*r, micro, last_batch_cursor, steps_this_run};
     if (absl::Status st = each_hook([&](Hook& h) { return h.OnStepEnd(ctx, event); }); !st.ok()) return st;
+    // Preemption: all ranks agree at this step boundary (one int64 all-reduce).
+    absl::StatusOr<int> sig = AgreePreemptionSignal(*comm_);
+    if (!sig.ok()) return sig.status();
+    if (*sig != 0 && step_ < total_steps) {
+      preempted_signal_ = *sig;
+      break;
+    }
   }
   summary.final_step = step_;
   summary.last_loss = last_loss_;
@@ -427,6 +464,13 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   if (absl::Status st = each_hook([&](Hook& h) { return h.OnRunEnd(ctx, end); }); !st.ok()) return st;
   if (end.final)
     if (absl::Status st = each_hook([&](Hook& h) { return h.OnFinal(ctx, end); }); !st.ok()) return st;
+  if (preempted_signal_ != 0 && rank == 0) {
+    std::printf("longctx train: preempted by %s after step %lld; checkpoint %s is complete; to resume, run the same "
+                "command again (it continues from the newest checkpoint in %s); exit code %d\n",
+                PreemptionSignalName(preempted_signal_), static_cast<long long>(step_), summary.checkpoint.c_str(),
+                config_.out_dir().c_str(), kPreemptedExitCode);
+    std::fflush(stdout);
+  }
   return summary;
 }
 

@@ -55,6 +55,10 @@ class Trainer {
   const std::vector<std::unique_ptr<Hook>>& hooks() const { return hooks_; }
 
   const PositionFrequency& position_frequency() const { return *posfreq_; }
+  // Non-zero after Run() stopped early for SIGTERM/SIGUSR1 (train/preemption.h):
+  // the signal number, the same on every rank; the checkpoint is written.
+  int preempted_signal() const { return preempted_signal_; }
+  int64_t nonfinite_skips() const { return nonfinite_skips_; }
 
  private:
   Trainer() = default;
@@ -80,6 +84,8 @@ class Trainer {
   nlohmann::json resumed_state_;
   double last_loss_ = 0;
   double last_lr_ = 0;
+  int preempted_signal_ = 0;
+  int64_t nonfinite_skips_ = 0;  // steps skipped this run (skip_nonfinite)
   bool has_eval_ = true;  // false when the eval split has no documents
   std::unique_ptr<PositionFrequency> posfreq_;  // pairs per distance, all steps and ranks
   // Retrieval rows mixed into training (null when data.retrieval_fraction is 0).
