@@ -1,6 +1,8 @@
 // Why: see trainer_parallel.h.
 #include "train/parallel/trainer_parallel.h"
 
+#include <sys/resource.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -115,6 +117,13 @@ absl::Status GatherFullStateHook::OnStepEnd(HookContext& ctx, const StepEvent& e
 
 absl::Status GatherFullStateHook::OnRunEnd(HookContext& ctx, const RunEndEvent& e) {
   if (!e.final && e.steps_this_run == 0) return absl::OkStatus();  // the checkpoint hook saves nothing
+  // The training peak, before the checkpoint's full-state spike (every rank
+  // gathers the full parameters, rank 0 the moments too): what the sharding saved.
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  LOG(INFO) << s_->name() << " rank " << ctx.rank << ": peak RSS " << ru.ru_maxrss / 1024 << " MiB before the final "
+            << "checkpoint's full-state gather; parameter/gradient/optimizer state "
+            << s_->state_bytes() / (1 << 20) << " MiB";
   return Gather(ctx, true);
 }
 
