@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "data/packer.h"
+#include "data/tokenizer.h"
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "model/hf_config.h"
@@ -476,6 +478,96 @@ TEST(HfConvertTest, CommandLineBothWaysThenEvalAndInitFrom) {
   r = RunCommand(absl::StrCat(LongctxBinary(), " convert --to hf --checkpoint ", tmp / "ckpt", " --out ", tmp / "hf"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("not empty"), std::string::npos) << r.output;
+}
+
+// Tokenizer files: llama3's tokenizer.json encodes as longctx's llama3; the
+// llama2 conversion's merges, applied as Hugging Face's BPE applies them
+// (lowest merge rank first, over the "▁"-normalized text), give longctx's
+// SentencePiece ids; tokenizer_config.json has the special tokens and a chat
+// template.
+std::vector<int32_t> HfBpeEncode(const json& tok, const std::string& text) {
+  std::string s = "\xe2\x96\x81";  // Prepend "▁", Replace " " -> "▁"
+  for (char ch : text) s += ch == ' ' ? std::string("\xe2\x96\x81") : std::string(1, ch);
+  std::map<std::pair<std::string, std::string>, size_t> rank;
+  const json& merges = tok["model"]["merges"];
+  for (size_t i = 0; i < merges.size(); ++i) rank[{merges[i][0], merges[i][1]}] = i;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = 1;
+    while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
+    parts.push_back(s.substr(i, n));
+    i += n;
+  }
+  while (true) {
+    size_t best = SIZE_MAX, at = 0;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      auto it = rank.find({parts[i], parts[i + 1]});
+      if (it != rank.end() && it->second < best) best = it->second, at = i;
+    }
+    if (best == SIZE_MAX) break;
+    parts[at] += parts[at + 1];
+    parts.erase(parts.begin() + at + 1);
+  }
+  std::vector<int32_t> ids;
+  for (const std::string& p : parts) {
+    auto it = tok["model"]["vocab"].find(p);
+    if (it != tok["model"]["vocab"].end()) {
+      ids.push_back(it->get<int32_t>());
+    } else {
+      for (unsigned char b : p) {
+        char hex[16];
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        ids.push_back(tok["model"]["vocab"][hex].get<int32_t>());
+      }
+    }
+  }
+  return ids;
+}
+
+TEST(HfConvertTest, TokenizerFilesForLlama3AndLlama2) {
+  const std::string text = "Hello world, long-context models read 12345 tokens: caf\xc3\xa9 na\xc3\xafve!";
+  {
+    TempDir tmp;
+    WriteCheckpoint(tmp / "ckpt", {"data.tokenizer=llama3"});
+    auto ex = Export(tmp / "ckpt", tmp / "hf");
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    const json cfg = json::parse(ReadFile(tmp / "hf/tokenizer_config.json"));
+    EXPECT_EQ(cfg["bos_token"], "<|begin_of_text|>");
+    EXPECT_EQ(cfg["eos_token"], "<|end_of_text|>");
+    EXPECT_NE(cfg["chat_template"].get<std::string>().find("<|start_header_id|>"), std::string::npos);
+    auto ours = MakeTokenizer("llama3");
+    auto theirs = MakeTokenizer(tmp / "hf/tokenizer.json");
+    ASSERT_TRUE(ours.ok()) << ours.status();
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    EXPECT_EQ((*theirs)->Encode(text), (*ours)->Encode(text));
+    EXPECT_EQ(json::parse(ReadFile(tmp / "hf/tokenizer.json"))["post_processor"]["single"][0]["SpecialToken"]["id"],
+              "<|begin_of_text|>");
+  }
+  {
+    TempDir tmp;
+    WriteCheckpoint(tmp / "ckpt", {"data.tokenizer=llama2"});
+    ASSERT_TRUE(Export(tmp / "ckpt", tmp / "hf").ok());
+    const json tok = json::parse(ReadFile(tmp / "hf/tokenizer.json"));
+    EXPECT_EQ(tok["model"]["vocab"].size(), 32000u);
+    EXPECT_EQ(tok["model"]["byte_fallback"], true);
+    EXPECT_EQ(tok["added_tokens"][1]["content"], "<s>");
+    const json cfg = json::parse(ReadFile(tmp / "hf/tokenizer_config.json"));
+    EXPECT_EQ(cfg["bos_token"], "<s>");
+    EXPECT_EQ(cfg["eos_token"], "</s>");
+    EXPECT_NE(cfg["chat_template"].get<std::string>().find("[INST]"), std::string::npos);
+    auto ours = MakeTokenizer("llama2");
+    ASSERT_TRUE(ours.ok()) << ours.status();
+    std::vector<int32_t> want = (*ours)->Encode(text);
+    if (!want.empty() && want[0] == (*ours)->bos_id()) want.erase(want.begin());
+    EXPECT_EQ(HfBpeEncode(tok, text), want);
+  }
+  {
+    TempDir tmp;  // byte: no Hugging Face tokenizer, no files
+    WriteCheckpoint(tmp / "ckpt", {});
+    auto ex = Export(tmp / "ckpt", tmp / "hf");
+    ASSERT_TRUE(ex.ok());
+    EXPECT_FALSE(std::filesystem::exists(tmp / "hf/tokenizer.json"));
+  }
 }
 
 }  // namespace
