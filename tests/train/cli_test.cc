@@ -48,7 +48,8 @@ TEST(CliTest, EveryCommandPrintsItsOwnHelp) {
   const std::set<std::string> expected = {"train",         "eval",         "generate",          "probe",
                                           "plan",          "bench",        "bench attention",   "data build",
                                           "data encode",   "data corpus",  "data tokenize",     "data merge",
-                                          "analyze attention", "analyze posfreq"};
+                                          "analyze attention", "analyze posfreq",
+                                          "checkpoint consolidate", "checkpoint verify"};
   EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), expected) << top.output;
   EXPECT_EQ(listed.size(), expected.size()) << top.output;
   for (const std::string& path : listed) {
