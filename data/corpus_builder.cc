@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "data/shard_reader.h"
 #include "data/text_corpus.h"
 #include "data/token_file.h"
@@ -458,6 +459,20 @@ nlohmann::json CorpusBuildSummary::ToJson() const {
           {"seconds", seconds}};
 }
 
+std::string CorpusBuildSummary::ConsoleSummary(const std::string& out_dir) const {
+  std::string out;
+  for (const auto& [name, v] : sets)
+    absl::StrAppend(&out, absl::StrFormat("corpus: %-28s %6lld docs %12lld bytes\n", name,
+                                          static_cast<long long>(v.docs), static_cast<long long>(v.bytes)));
+  absl::StrAppend(&out, absl::StrFormat("corpus: %lld documents, %lld bytes of JSONL in %zu shards under %s/train (%.1f s)\n",
+                                        static_cast<long long>(docs), static_cast<long long>(jsonl_bytes),
+                                        shards.size(), out_dir, seconds));
+  if (!skipped.empty() || !missing_packages.empty())
+    absl::StrAppend(&out, absl::StrFormat("corpus: %zu files skipped, %zu packages missing (listed in %s/corpus.json)\n",
+                                          skipped.size(), missing_packages.size(), out_dir));
+  return out;
+}
+
 absl::StatusOr<CorpusBuildSummary> BuildDefaultCorpus(const CorpusBuildOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.out_dir.empty()) return absl::InvalidArgumentError("corpus: no output directory");
@@ -472,8 +487,7 @@ absl::StatusOr<CorpusBuildSummary> BuildDefaultCorpus(const CorpusBuildOptions& 
   std::vector<CorpusDocument> docs;
   auto skip = [&](const std::string& path, const std::string& why, CorpusSetSummary* set) {
     ++set->skipped;
-    summary.skipped.push_back(absl::StrCat(path, ": ", why));
-    LOG(WARNING) << "corpus: skipping " << path << ": " << why;
+    summary.skipped.push_back(absl::StrCat(path, ": ", why));  // listed in corpus.json, counted on the console
   };
 
   // (a) Brown.

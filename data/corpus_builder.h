@@ -95,6 +95,9 @@ struct CorpusBuildSummary {
   std::vector<std::string> skipped;  // "path: why"
   double seconds = 0;
   nlohmann::json ToJson() const;
+  // A few lines for the console: documents and bytes per set, the shard count,
+  // and how many files were skipped (their list is in out_dir/corpus.json).
+  std::string ConsoleSummary(const std::string& out_dir) const;
 };
 
 // Builds the corpus into options.out_dir (whose train/ must not exist or be

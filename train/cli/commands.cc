@@ -32,7 +32,6 @@
 #include "train/probe/niah_probe_report.h"
 #include "train/report/png_plot.h"
 #include "train/string_config.h"
-#include "train/preemption.h"
 #include "train/trainer.h"
 
 namespace longctx {
@@ -59,9 +58,7 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
   if (!trainer.ok()) return fail(trainer.status());
   absl::StatusOr<TrainSummary> s = (*trainer)->Run();
   if (!s.ok()) return fail(s.status());
-  // Stopped by SIGTERM/SIGUSR1 with its checkpoint written: a distinct code (train/preemption.h).
-  const int code = (*trainer)->preempted_signal() != 0 ? kPreemptedExitCode : 0;
-  if (rank != 0) return code;
+  if (rank != 0) return 0;
   nlohmann::json j = {{"start_step", s->start_step},
                       {"final_step", s->final_step},
                       {"first_loss", s->first_loss},
@@ -72,7 +69,7 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
                       {"tokens_per_s", s->tokens_per_second},
                       {"checkpoint", s->checkpoint}};
   std::printf("%s\n", j.dump().c_str());
-  return code;
+  return 0;
 }
 
 int RunEvalCommand(const std::string& checkpoint, const std::string& data, const std::string& batch,
@@ -275,7 +272,7 @@ int RunDataCorpusCommand(const std::string& out, const std::string& brown_dir, i
   o.threads = threads;
   absl::StatusOr<CorpusBuildSummary> s = BuildDefaultCorpus(o);
   if (!s.ok()) return FailCommand(s.status());
-  std::printf("%s\n", s->ToJson().dump().c_str());
+  std::printf("%s", s->ConsoleSummary(out).c_str());  // the full summary is out/corpus.json
   return 0;
 }
 

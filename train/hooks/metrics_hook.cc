@@ -1,7 +1,10 @@
 // Why: see metrics_hook.h.
 #include "train/hooks/metrics_hook.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "train/parallel/collectives.h"
 
@@ -11,6 +14,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// "42 s", "3 min 05 s", "1 h 02 min".
+std::string FormatEta(double s) {
+  const long long t = std::llround(std::max(0.0, s));
+  char buf[48];
+  if (t < 60) std::snprintf(buf, sizeof(buf), "%lld s", t);
+  else if (t < 3600) std::snprintf(buf, sizeof(buf), "%lld min %02lld s", t / 60, t % 60);
+  else std::snprintf(buf, sizeof(buf), "%lld h %02lld min", t / 3600, (t % 3600) / 60);
+  return buf;
+}
 
 }  // namespace
 
@@ -34,9 +47,14 @@ absl::Status MetricsHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
   const double tps = dt > 0 ? window_tokens_ / dt : 0;
   ctx.summary->tokens_per_second = tps;
   if (ctx.rank == 0) {
-    std::printf("step %6lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | %.0f tok/s | %.1f s\n",
+    // ETA: the remaining steps at this run's mean training seconds per step
+    // (probes and other excluded time are not in the rate, so they are not in the ETA).
+    const double train_s = Seconds(ctx.run_start, now) - ctx.excluded_seconds;
+    const double per_step = e.steps_this_run > 0 ? train_s / e.steps_this_run : 0;
+    const double eta = per_step * static_cast<double>(total_steps - step);
+    std::printf("step %6lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | %.0f tok/s | %.1f s | ETA %s\n",
                 static_cast<long long>(step), static_cast<long long>(total_steps), e.result.loss, e.result.lr,
-                e.result.grad_norm, tps, Seconds(ctx.run_start, now));
+                e.result.grad_norm, tps, Seconds(ctx.run_start, now), FormatEta(eta).c_str());
     std::fflush(stdout);
     nlohmann::json ev = {{"kind", "train"},
                          {"step", step},

@@ -1,4 +1,4 @@
-// Why: the progress line (`step N/M | loss … | tok/s`) and the "train" metrics
+// Why: the progress line (`step N/M | loss … | tok/s | elapsed | ETA`) and the "train" metrics
 // event, every log_every steps and at the last step. Runs on every rank (each
 // rank's TrainSummary reports its tokens/s); prints and writes on rank 0.
 #ifndef LONGCTX_TRAIN_HOOKS_METRICS_HOOK_H_

@@ -116,11 +116,11 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
     o.x_label = "step";
     o.y_label = "effective length (tokens)";
     o.legend_corner = LegendCorner::kBottomRight;
-    o.y_min = 0;
     double top = 0;
     for (const auto& [s, v] : eff_len) top = std::max(top, v);
     if (train_len > 0) top = std::max<double>(top, train_len);
     o.y_max = std::max(1.0, top * 1.15);
+    o.y_min = -0.04 * o.y_max;  // a 0 effective length drawn above the axis, not on it
     LinePlot plot(o);
     std::vector<double> x, y;
     Split(eff_len, x, y);
@@ -143,7 +143,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
     o.title = absl::StrCat(run_name, ": NIAH pass rate by prompt length");
     o.x_label = "prompt length (tokens)";
     o.y_label = "pass rate";
-    o.y_min = 0;
+    o.y_min = -0.05;  // pass rate 0 visible above the axis
     o.y_max = 1.05;
     o.legend_corner = LegendCorner::kBottomLeft;
     LinePlot plot(o);
