@@ -32,6 +32,7 @@
 #include "train/probe/niah_probe_report.h"
 #include "train/report/png_plot.h"
 #include "train/string_config.h"
+#include "train/preemption.h"
 #include "train/trainer.h"
 
 namespace longctx {
@@ -58,7 +59,9 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
   if (!trainer.ok()) return fail(trainer.status());
   absl::StatusOr<TrainSummary> s = (*trainer)->Run();
   if (!s.ok()) return fail(s.status());
-  if (rank != 0) return 0;
+  // Stopped by SIGTERM/SIGUSR1 with its checkpoint written: a distinct code (train/preemption.h).
+  const int code = (*trainer)->preempted_signal() != 0 ? kPreemptedExitCode : 0;
+  if (rank != 0) return code;
   nlohmann::json j = {{"start_step", s->start_step},
                       {"final_step", s->final_step},
                       {"first_loss", s->first_loss},
@@ -69,7 +72,7 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
                       {"tokens_per_s", s->tokens_per_second},
                       {"checkpoint", s->checkpoint}};
   std::printf("%s\n", j.dump().c_str());
-  return 0;
+  return code;
 }
 
 int RunEvalCommand(const std::string& checkpoint, const std::string& data, const std::string& batch,
