@@ -58,6 +58,7 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
   }
   const bool check = nonfinite_.stop || nonfinite_.skip;
   if (inject_step_ == step && inject_rank_ == rank) {
+    inject_step_ = 0;  // once: a skipped step is retried under the same number with the next batch
     if (inject_grad_ && model_->grads().allocated(0))
       model_->backend()->Fill(model_->grads().buffer(0), std::numeric_limits<double>::quiet_NaN());
     else
