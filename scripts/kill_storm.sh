@@ -29,7 +29,7 @@ newest_complete() {
 fail=0; kills=0; verified=0; tmp_seen=0; tmp_checked=0; no_ckpt=0
 pending_tmps=""; pending_step=-1
 for ((i = 1; i <= n; i++)); do
-  setsid $mpirun -np 2 "$bin" train --config "$root/configs/tiny-test.textproto" --data.path="$data" \
+  $mpirun -np 2 "$bin" train --config "$root/configs/tiny-test.textproto" --data.path="$data" \
     --out_dir="$out" --threads=1 --force_threads=true --mode=FSDP --grad_accum=2 --steps=1000000 \
     --ckpt_every=1 --keep_checkpoints=2 --log_every=1000 > "$tmp/run.log" 2>&1 &
   pid=$!
@@ -38,8 +38,16 @@ for ((i = 1; i <= n; i++)); do
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "kill_storm: FAIL: run $i ended by itself:"; tail -20 "$tmp/run.log"; fail=1; break
   fi
-  kill -KILL -- "-$pid" 2>/dev/null
+  # mpirun starts each rank in a process group of its own: kill mpirun and
+  # its ranks by pid, all at once, and wait until none is left (an orphaned
+  # rank would go on saving next to the restarted job).
+  ranks=$(ps -o pid= --ppid "$pid" 2>/dev/null | tr '\n' ' ')
+  kill -KILL "$pid" $ranks 2>/dev/null
   wait "$pid" 2>/dev/null
+  for _ in $(seq 100); do
+    alive=0; for r in $ranks; do kill -0 "$r" 2>/dev/null && alive=1; done
+    [ "$alive" -eq 0 ] && break; sleep 0.1
+  done
   kills=$((kills + 1))
   latest=$(newest_complete)
   # Temporary directories of an earlier kill must be gone once a later save has
