@@ -56,7 +56,7 @@ absl::StatusOr<SftPacker> SftPacker::Create(const SftDataset* data, const SftPac
       if (options.long_examples == SftLongExamples::kError) {
         return absl::InvalidArgumentError(absl::StrCat(
             "SFT example ", data->source(i), " has ", data->length(i), " tokens, longer than the ", options.seq_len,
-            "-token rows (shorten it, use longer rows, or split long examples: sft.split_long_examples)"));
+            "-token rows (shorten it, use longer rows, or split long examples)"));
       }
     }
     p.examples_.push_back(static_cast<uint32_t>(i));
