@@ -215,6 +215,9 @@ absl::StatusOr<HfExportResult> ExportToHf(const HfExportOptions& o) {
   if (o.layout == QkLayout::kMeta && dims->head_dim % 2 != 0)
     return absl::InvalidArgumentError("--layout meta: head_dim must be even");
 
+  // The weights' size and XXH64 against the checkpoint's manifest.json (a
+  // checkpoint from before manifests passes with a warning).
+  LONGCTX_RETURN_IF_ERROR(VerifyCheckpointFile(o.checkpoint, kModelFile));
   const std::string src = o.checkpoint + "/" + kModelFile;
   absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(src);
   if (!reader.ok()) return reader.status();
