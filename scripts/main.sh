@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: set up, build the demo corpus, train the demo RNoPE-SWA model
 # (progress lines, metrics in runs/demo/metrics.jsonl, checkpoints in
-# runs/demo/step-*, NIAH probe heatmaps in runs/demo/probe/), then evaluate the
-# final checkpoint with `longctx eval`.
+# runs/demo/step-*, NIAH probe heatmaps in runs/demo/probe/, a TensorBoard event
+# file in runs/demo/), then evaluate the final checkpoint with `longctx eval` and
+# plot the run (`longctx plot`: effective length per probe step, eval loss, PNG paths).
 # Extra arguments are config overrides, e.g. scripts/main.sh --steps=50
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +20,5 @@ PROBE_PNG=$(ls "$OUT_DIR"/probe/step-*.png 2>/dev/null | sort | tail -1 || true)
 if [ -n "$PROBE_PNG" ]; then
   echo "== NIAH effective-length probe: heatmap $PROBE_PNG (JSON beside it; "kind": "probe" lines in $OUT_DIR/metrics.jsonl) =="
 fi
+echo "== longctx plot --run $OUT_DIR (TensorBoard: tensorboard --logdir $OUT_DIR) =="
+build/bin/longctx plot --run "$OUT_DIR"

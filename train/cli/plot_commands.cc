@@ -55,6 +55,25 @@ int RunPlot(const PlotArgs& a) {
                  std::string(plots.status().message()).c_str());
     return 1;
   }
+  // The numbers the plots show, as two lines (the main job ends with them).
+  std::string eff, eval;
+  for (const nlohmann::json& e : *events) {
+    const std::string kind = e.value("kind", "");
+    if (!e.contains("step") || !e["step"].is_number()) continue;
+    const long long step = e["step"].get<long long>();
+    if (kind == "probe" && e.contains("effective_length") && e["effective_length"].is_number())
+      eff += " " + std::to_string(step) + ": " + std::to_string(e["effective_length"].get<long long>()) + " |";
+    if (kind == "eval" && e.contains("loss") && e["loss"].is_number()) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), " %lld: %.4f |", step, e["loss"].get<double>());
+      eval += buf;
+    }
+  }
+  if (!eff.empty()) {
+    const std::string len = train_len > 0 ? " (training length " + std::to_string(train_len) + ")" : "";
+    std::printf("effective length by step%s:%s\n", len.c_str(), eff.c_str());
+  }
+  if (!eval.empty()) std::printf("eval loss by step:%s\n", eval.c_str());
   const std::string out = a.out.empty() ? a.run + "/plots" : a.out;
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
