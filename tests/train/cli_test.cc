@@ -49,7 +49,7 @@ TEST(CliTest, EveryCommandPrintsItsOwnHelp) {
                                           "plan",          "bench",        "bench attention",   "data build",
                                           "data encode",   "data corpus",  "data tokenize",     "data merge",
                                           "analyze attention", "analyze posfreq",
-                                          "checkpoint consolidate", "checkpoint verify"};
+                                          "checkpoint consolidate", "checkpoint verify", "plot"};
   EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), expected) << top.output;
   EXPECT_EQ(listed.size(), expected.size()) << top.output;
   for (const std::string& path : listed) {
