@@ -445,6 +445,12 @@ TEST(HfConvertTest, ImportErrorsNameTheTensorOrField) {
   c = cfg;
   c["num_key_value_heads"] = 4;  // k_proj would be [32, 32]
   EXPECT_NE(variant("kv", c, false).find("tensor 'model.layers.0.self_attn.k_proj.weight'"), std::string::npos);
+  // A longctx checkpoint's own config.json (LlamaForCausalLM, RNoPE-SWA kinds) is refused, not read as all-RoPE.
+  {
+    auto r = Import(tmp / "ckpt", tmp / "out-own");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("longctx_attention_kinds"), std::string::npos) << r.status();
+  }
   // The error path for the messages as printed, for the record.
   std::printf("shape error: %s\n", shape.c_str());
 }

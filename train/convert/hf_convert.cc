@@ -364,6 +364,20 @@ absl::StatusOr<ModelConfig> ModelConfigFromHfCheckpointJson(const json& in, std:
   }
   absl::StatusOr<ModelConfig> c = ModelConfigFromHfJson(j);
   if (!c.ok()) return c.status();
+  // A longctx checkpoint's own config.json (before `convert`) says
+  // LlamaForCausalLM whatever its layers are: read as transformers reads it,
+  // an RNoPE-SWA one would become all-RoPE silently. Refuse the mismatch.
+  if (auto k = in.find("longctx_attention_kinds"); k != in.end() && k->is_array()) {
+    absl::StatusOr<ModelDims> d = ResolveModelConfig(*c);
+    if (!d.ok()) return d.status();
+    std::vector<std::string> as_hf;
+    for (AttentionKind kind : d->kinds) as_hf.push_back(AttentionKind_Name(kind));
+    if (*k != json(as_hf))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json: longctx_attention_kinds ", k->dump(), " disagree with what ", arch, " computes (",
+          json(as_hf).dump(), "): this is a longctx checkpoint written before `longctx convert`; use the "
+          "directory as it is (eval, train --init_from) or export it with `longctx convert --to hf`"));
+  }
   if (architecture != nullptr) *architecture = arch;
   return c;
 }
