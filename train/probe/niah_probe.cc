@@ -1,11 +1,16 @@
 // Why: see niah_probe.h.
 #include "train/probe/niah_probe.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "data/splitmix64.h"
+#include "train/report/progress.h"
 
 namespace longctx {
 namespace {
@@ -93,6 +98,11 @@ absl::StatusOr<ProbeResult> RunProbe(const ProbeSettings& s, const HaystackSourc
   const int64_t fixed = NeedleFixedTokens(s.format, s.needles, tok);
   ProbeResult result;
   result.settings = s;
+  // A live "probe i/N trials | rate | ETA" line on a terminal only (logs get the callers' per-length lines).
+  std::optional<Progress> progress;
+  if (isatty(fileno(stdout)) == 1)
+    progress.emplace("probe", static_cast<int64_t>(ProbeLengths(s).size()) * s.trials, "trials", stdout,
+                     Progress::Mode::kLive);
   for (int64_t L : ProbeLengths(s)) {
     ProbeLengthResult r;
     r.length = L;
@@ -138,6 +148,7 @@ absl::StatusOr<ProbeResult> RunProbe(const ProbeSettings& s, const HaystackSourc
           r.bin_found[bin] += t.found[j];
         }
         ++result.trials_run;
+        if (progress) progress->Update(result.trials_run);
         if (options.keep_trials) result.trials.push_back(std::move(t));
       }
       r.pass_rate = static_cast<double>(r.passed) / r.trials;
@@ -146,6 +157,7 @@ absl::StatusOr<ProbeResult> RunProbe(const ProbeSettings& s, const HaystackSourc
       r.mean_prompt_tokens = prompt_sum / r.trials;
     }
     result.lengths.push_back(r);
+    if (progress) progress->Clear();
     if (options.on_length) options.on_length(result.lengths.back());
   }
   if (s.decode) ComputeEffectiveLength(&result);
