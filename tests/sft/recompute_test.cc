@@ -4,7 +4,9 @@
 // pattern (RoPE, NoPE, sliding windows, RoPER, qk-norm), the residency hook
 // must see the same Acquire/Release sequence, and `longctx plan`'s estimate
 // must match what the arena really holds.
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -155,6 +157,48 @@ TEST(RecomputeTest, DemoSize65kRowPlan) {
               all.activations / 1048576.0, none.total / 1048576.0, every4.total / 1048576.0,
               all.total / 1048576.0);
   EXPECT_GE(static_cast<double>(none.layer_activations) / all.layer_activations, 3.0);
+}
+
+}  // namespace
+}  // namespace longctx
+
+namespace longctx {
+namespace {
+
+// A measurement, not a check (disabled; run by hand, one process per setting,
+// under /usr/bin/time -v for the peak RSS):
+//   LONGCTX_RECOMPUTE=1 LONGCTX_BENCH_TOKENS=16384 /usr/bin/time -v \
+//     tests/recompute_test --gtest_also_run_disabled_tests --gtest_filter='*DemoStep*'
+TEST(RecomputeTest, DISABLED_DemoStep) {
+  absl::StatusOr<TrainConfig> config = LoadTrainConfig(testing::SourcePath("configs/demo.textproto"), {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<ModelDims> d = ResolveModelConfig(config->model());
+  ASSERT_TRUE(d.ok());
+  const char* k_env = std::getenv("LONGCTX_RECOMPUTE");
+  const char* n_env = std::getenv("LONGCTX_BENCH_TOKENS");
+  const int k = k_env ? std::atoi(k_env) : 0;
+  const int64_t n = n_env ? std::atoll(n_env) : 65536;
+  std::unique_ptr<Backend> be = MakeCpuBackend();
+  Transformer model(*d, be.get(), DType::kF32);
+  model.InitParams(1);
+  model.set_recompute_every(k);
+  std::vector<int32_t> ids(n), targets(n), pos(n), cu = {0, static_cast<int32_t>(n)};
+  for (int64_t t = 0; t < n; ++t) {
+    ids[t] = static_cast<int32_t>((t * 31 + 7) % 256);
+    targets[t] = static_cast<int32_t>((t * 17 + 3) % 256);
+    pos[t] = static_cast<int32_t>(t);
+  }
+  BatchTensors b;
+  b.inputs = Tensor(ids.data(), DType::kI32, {n});
+  b.targets = Tensor(targets.data(), DType::kI32, {n});
+  b.positions = Tensor(pos.data(), DType::kI32, {n});
+  b.cu_seqlens = Tensor(cu.data(), DType::kI32, {2});
+  model.grads().Zero();
+  const auto t0 = std::chrono::steady_clock::now();
+  const double loss = model.ForwardBackward(b, 1.0 / n, true);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("demo step: %lld tokens, recompute_every %d: %.2f s, %.0f tokens/s, activation arena %.1f MiB, loss %.6f\n",
+              static_cast<long long>(n), k, s, n / s, model.activation_bytes() / 1048576.0, loss / n);
 }
 
 }  // namespace
