@@ -42,6 +42,8 @@ absl::StatusOr<TrainConfig> ParseTrainConfigText(const std::string& text, const 
 absl::Status ApplyOverride(google::protobuf::Message* msg, const std::string& assignment);
 
 // The run-level checks plus ResolveModelConfig; each error names its field.
+// model.num_layers above kMaxNumLayers is refused before any per-layer table is built.
+inline constexpr int kMaxNumLayers = 1 << 16;
 absl::Status ValidateTrainConfig(const TrainConfig& config);
 
 // Text format of `config`. With include_defaults every field is written, with

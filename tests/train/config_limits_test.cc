@@ -40,6 +40,13 @@ TEST(ConfigLimits, OversizedFileIsRefusedWithItsSize) {
   EXPECT_THAT(std::string(t.status().message()), HasSubstr("is 201 bytes; a TrainConfig is at most 200"));
 }
 
+TEST(ConfigLimits, HundredMillionLayersIsRefusedBeforeAnyPerLayerTable) {
+  auto c = LoadTrainConfig(testing::SourcePath("configs/demo.textproto"), {"--model.num_layers=100000000"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("model.num_layers: 100000000 is more than 65536"));
+  EXPECT_TRUE(LoadTrainConfig(testing::SourcePath("configs/demo.textproto"), {"--model.num_layers=4096"}).ok());
+}
+
 TEST(ConfigLimits, CliPlanOnDevZeroAndDirectoryExitsNonZero) {
   for (const char* path : {"/dev/zero", "/tmp"}) {
     const auto r = testing::RunCommand("timeout 20 " + testing::LongctxBinary() + " plan --config " + path + " 2>&1");
