@@ -120,7 +120,8 @@ def main():
     pre = {"type": "Sequence", "pretokenizers": [
         {"type": "Split", "pattern": {"Regex": json.loads(json.dumps(LLAMA3_REGEX))}, "behavior": "Isolated", "invert": False},
         {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
-    bpe = {"version": "1.0", "added_tokens": [{"id": len(vocab), "content": "<|eot_id|>", "special": True}],
+    bpe = {"version": "1.0", "added_tokens": [{"id": len(vocab) + i, "content": c, "special": True}
+                                      for i, c in enumerate(["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"])],
            "normalizer": None, "pre_tokenizer": pre,
            "model": {"type": "BPE", "dropout": None, "ignore_merges": True, "vocab": vocab,
                      "merges": [l + " " + r for l, r in merges[:3]] + [list(m) for m in merges[3:]]}}
