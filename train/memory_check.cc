@@ -80,11 +80,12 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
     o.batch = config.data().batch_size();
     o.seq_len = config.data().seq_len();
     o.grad_accum = std::max(1, config.grad_accum());
+    o.recompute_every = config.model().recompute_every();
     Plan plan;
     plan.dims = d;
     plan.options = o;
     plan.params = CountParams(d);
-    plan.memory = EstimateTrainingMemory(d, o.batch, o.seq_len, o.logits_chunk_tokens);
+    plan.memory = EstimateTrainingMemory(d, o.batch, o.seq_len, o.logits_chunk_tokens, o.recompute_every);
     const RankMemoryPlan r =
         PlanRankMemory(plan, ModeOf(config), world, config.fsdp_reshard_after_forward());
     activations = static_cast<double>(r.activations);

@@ -138,6 +138,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
 
   t->posfreq_ = std::make_unique<PositionFrequency>(config.data().seq_len());
   t->model_ = std::make_unique<Transformer>(t->dims_, t->backend_.get(), DType::kF32);
+  t->model_->set_recompute_every(config.model().recompute_every());
   AdamWSettings s;
   s.beta1 = config.optim().beta1();
   s.beta2 = config.optim().beta2();
@@ -366,6 +367,7 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     summary.final_batch_loss = number("checkpoint_batch_loss");
     return summary;
   }
+
   HookContext ctx;
   ctx.rank = rank;
   ctx.world_size = world;

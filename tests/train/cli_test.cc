@@ -49,7 +49,8 @@ TEST(CliTest, EveryCommandPrintsItsOwnHelp) {
                                           "plan",          "bench",        "bench attention",   "data build",
                                           "data encode",   "data corpus",  "data tokenize",     "data merge",
                                           "analyze attention", "analyze posfreq",
-                                          "checkpoint consolidate", "checkpoint verify", "plot"};
+                                          "checkpoint consolidate", "checkpoint verify", "plot",
+                                          "convert", "data sft"};
   EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), expected) << top.output;
   EXPECT_EQ(listed.size(), expected.size()) << top.output;
   for (const std::string& path : listed) {
@@ -109,6 +110,21 @@ TEST_F(CliTrainTest, SpaceAndEqualsGiveTheSameRun) {
   const std::map<int, double> seeded = ::longctx::testing::TrainLosses(tmp_ / "seeded/metrics.jsonl");
   ASSERT_EQ(seeded.size(), 4u);
   EXPECT_NE(seeded.at(1), spaced.at(1));
+}
+
+// model.recompute_every reaches the trainer's model: recomputing every layer
+// (or every 2nd) trains bit-identically to storing every activation.
+TEST_F(CliTrainTest, RecomputationTrainsBitIdentically) {
+  auto r = RunCommand(Train("stored", "--steps 3"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::map<int, double> stored = ::longctx::testing::TrainLosses(tmp_ / "stored/metrics.jsonl");
+  ASSERT_EQ(stored.size(), 3u);
+  for (const char* k : {"1", "2"}) {
+    const std::string name = absl::StrCat("recompute", k);
+    r = RunCommand(Train(name, absl::StrCat("--steps 3 --model.recompute_every=", k)));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(::longctx::testing::TrainLosses(tmp_ / (name + "/metrics.jsonl")), stored) << "recompute_every " << k;
+  }
 }
 
 TEST(CliTest, MisplacedFlagNamesTheCommandAndTheFlag) {

@@ -145,6 +145,7 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
   o.batch = config->data().batch_size();
   o.seq_len = config->data().seq_len();
   o.grad_accum = config->grad_accum();
+  o.recompute_every = config->model().recompute_every();
   Plan plan = MakePlan(*dims, o);
   std::optional<RankMemoryPlan> ranks;
   if (world > 0) {
