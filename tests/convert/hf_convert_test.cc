@@ -445,9 +445,24 @@ TEST(HfConvertTest, ImportErrorsNameTheTensorOrField) {
   c = cfg;
   c["num_key_value_heads"] = 4;  // k_proj would be [32, 32]
   EXPECT_NE(variant("kv", c, false).find("tensor 'model.layers.0.self_attn.k_proj.weight'"), std::string::npos);
-  // A longctx checkpoint's own config.json (LlamaForCausalLM, RNoPE-SWA kinds) is refused, not read as all-RoPE.
+  // A longctx checkpoint's own config.json is labelled by its layers (SmolLM3 for RNoPE-SWA), so reading it
+  // the way transformers does gives the same layer kinds; one relabelled Llama is refused, not read as all-RoPE.
   {
-    auto r = Import(tmp / "ckpt", tmp / "out-own");
+    auto own = Import(tmp / "ckpt", tmp / "out-own");
+    ASSERT_TRUE(own.ok()) << own.status();
+    EXPECT_EQ(own->architecture, "SmolLM3ForCausalLM");
+    auto want = ResolveModelConfig(LoadCheckpointConfig(tmp / "ckpt")->model());
+    auto got = ResolveModelConfig(own->model);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_EQ(got->kinds, want->kinds);
+    json relabelled = json::parse(ReadFile(tmp / "ckpt/config.json"));
+    relabelled["architectures"] = json::array({"LlamaForCausalLM"});
+    relabelled["model_type"] = "llama";
+    std::filesystem::create_directories(tmp / "llama-label");
+    for (const auto& e : std::filesystem::directory_iterator(tmp / "ckpt"))
+      if (e.is_regular_file()) std::filesystem::copy_file(e.path(), std::filesystem::path(tmp / "llama-label") / e.path().filename());
+    WriteFile(tmp / "llama-label/config.json", relabelled.dump(2));
+    auto r = Import(tmp / "llama-label", tmp / "out-llama");
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("longctx_attention_kinds"), std::string::npos) << r.status();
   }

@@ -221,14 +221,43 @@ void ExpectRoundTrip(const ModelConfig& c) {
   }
 }
 
+// The label follows the layers: only what the labelled class computes.
+TEST(HfConfig, ArchitectureFollowsTheLayerKinds) {
+  auto label = [](ModelConfig c) {
+    auto d = ResolveModelConfig(c);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return HfConfigJson(*d, c, 1, 2)["architectures"][0].get<std::string>();
+  };
+  ModelConfig c = Small();
+  EXPECT_EQ(label(c), "SmolLM3ForCausalLM");
+  c.set_layer_pattern(ALL_ROPE_FULL);
+  EXPECT_EQ(label(c), "LlamaForCausalLM");
+  c.set_layer_pattern(ALL_NOPE_FULL);
+  EXPECT_EQ(label(c), "SmolLM3ForCausalLM");
+  c.set_layer_pattern(RNOPE_FULL);
+  EXPECT_EQ(label(c), "SmolLM3ForCausalLM");
+  c.set_layer_pattern(CUSTOM);
+  c.clear_layer_kinds();
+  for (int l = 0; l < c.num_layers(); ++l) c.add_layer_kinds(ROPE_SWA);
+  EXPECT_EQ(label(c), "MistralForCausalLM");
+  c = Small();
+  c.set_qk_norm(true);
+  EXPECT_EQ(label(c), "LongctxForCausalLM");  // no stock class has QK-norm here: refused by transformers
+  c = Small();
+  c.set_roper(true);
+  EXPECT_EQ(label(c), "LongctxForCausalLM");
+}
+
 TEST(HfConfig, WritesLlamaKeysAndLayerKinds) {
   ModelConfig c = Small();
   c.set_name("small");
   auto d = ResolveModelConfig(c);
   ASSERT_TRUE(d.ok());
   const nlohmann::json j = HfConfigJson(*d, c, 256, -1);
-  EXPECT_EQ(j["architectures"], nlohmann::json::array({"LlamaForCausalLM"}));
-  EXPECT_EQ(j["model_type"], "llama");
+  // RNoPE-SWA is labelled SmolLM3 (Llama would ignore the NoPE and sliding layers).
+  EXPECT_EQ(j["architectures"], nlohmann::json::array({"SmolLM3ForCausalLM"}));
+  EXPECT_EQ(j["model_type"], "smollm3");
+  EXPECT_EQ(j["use_sliding_window"], true);
   EXPECT_EQ(j["hidden_size"], 256);
   EXPECT_EQ(j["intermediate_size"], 704);
   EXPECT_EQ(j["num_hidden_layers"], 8);
