@@ -14,6 +14,7 @@
 #include "optim/lr_schedule.h"
 #include "train/memory_check.h"
 #include "train/parallel/rank_threads.h"
+#include "train/parallel/parallel_strategy.h"
 #include "train/parallel/trainer_parallel.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_dir.h"
@@ -139,13 +140,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   t->posfreq_ = std::make_unique<PositionFrequency>(config.data().seq_len());
   t->model_ = std::make_unique<Transformer>(t->dims_, t->backend_.get(), DType::kF32);
   t->model_->set_recompute_every(config.model().recompute_every());
-  AdamWSettings s;
-  s.beta1 = config.optim().beta1();
-  s.beta2 = config.optim().beta2();
-  s.eps = config.optim().eps();
-  s.weight_decay = config.optim().weight_decay();
-  s.grad_clip = config.optim().grad_clip();
-  s.decay_norms = config.optim().decay_norms();
+  const AdamWSettings s = AdamWSettingsFromConfig(config);
   // ZERO1/FSDP keep only shards of the moments (train/parallel): they get a full AdamW only to resume into.
   auto make_optimizer = [&] { t->optimizer_ = std::make_unique<AdamW>(&t->model_->layout(), t->backend_.get(), DType::kF32, s); };
   if (config.mode() == DDP) make_optimizer();
