@@ -138,36 +138,28 @@ void SetPattern(const std::vector<AttentionKind>& kinds, LayerPattern recorded, 
 
 }  // namespace
 
-nlohmann::json HfConfigJson(const ModelDims& d, const ModelConfig& config, int bos_token_id, int eos_token_id) {
-  nlohmann::json j;
-  // The label decides what a Hugging Face loader builds, and transformers'
-  // Llama ignores layer_types / sliding_window / no_rope_layers: an RNoPE-SWA
-  // checkpoint labelled Llama would load without an error and compute another
-  // model. So the label follows the layers, as `longctx convert --to hf` does
-  // (train/convert/hf_convert.cc): all RoPE full → Llama; all RoPE sliding →
-  // Mistral; any other mix → SmolLM3 (no_rope_layers 1 = RoPE, layer_types,
-  // use_sliding_window). What no stock class computes (RoPER, QK-norm, partial
-  // RoPE) is labelled LongctxForCausalLM / "longctx", a class transformers does
-  // not have, so a stock loader refuses it instead of loading a different model.
+HfArchitecture HfArchitectureOf(const ModelDims& d) {
+  if (d.roper || d.qk_norm || (d.rope_dim != d.head_dim && d.any_rope())) return {"LongctxForCausalLM", "longctx", false};
   bool all_full = true, all_sliding = true;
   for (int l = 0; l < d.layers; ++l) {
     all_full &= d.kinds[l] == ROPE_FULL;
     all_sliding &= d.kinds[l] == ROPE_SWA;
   }
-  if (d.roper || d.qk_norm || d.rope_dim != d.head_dim) {
-    j["architectures"] = {"LongctxForCausalLM"};
-    j["model_type"] = "longctx";
-  } else if (all_full) {
-    j["architectures"] = {"LlamaForCausalLM"};
-    j["model_type"] = "llama";
-  } else if (all_sliding) {
-    j["architectures"] = {"MistralForCausalLM"};
-    j["model_type"] = "mistral";
-  } else {
-    j["architectures"] = {"SmolLM3ForCausalLM"};
-    j["model_type"] = "smollm3";
-    j["use_sliding_window"] = d.any_sliding();
-  }
+  if (all_full) return {"LlamaForCausalLM", "llama", true};
+  if (all_sliding) return {"MistralForCausalLM", "mistral", true};
+  return {"SmolLM3ForCausalLM", "smollm3", true};
+}
+
+nlohmann::json HfConfigJson(const ModelDims& d, const ModelConfig& config, int bos_token_id, int eos_token_id) {
+  nlohmann::json j;
+  // The label decides what a Hugging Face loader builds, and transformers'
+  // Llama ignores layer_types / sliding_window / no_rope_layers: an RNoPE-SWA
+  // checkpoint labelled Llama would load without an error and compute another
+  // model. So the label follows the layers (HfArchitectureOf).
+  const HfArchitecture arch = HfArchitectureOf(d);
+  j["architectures"] = {arch.architecture};
+  j["model_type"] = arch.model_type;
+  if (std::string(arch.model_type) == "smollm3") j["use_sliding_window"] = d.any_sliding();
   j["longctx_name"] = d.name;
   j["vocab_size"] = d.vocab;
   j["hidden_size"] = d.hidden;

@@ -16,6 +16,20 @@
 
 namespace longctx {
 
+// The Hugging Face class a model is labelled with, by its layers: all RoPE
+// full → Llama; all RoPE sliding → Mistral; any other mix → SmolLM3
+// (no_rope_layers, layer_types, use_sliding_window); what no stock class
+// computes (RoPER, QK-norm, partial RoPE) → LongctxForCausalLM, a class
+// transformers does not have, so a stock loader refuses it instead of loading
+// a different model. The one place for this rule (checkpoint config.json and
+// `longctx convert --to hf`, which refuses the LongctxForCausalLM case).
+struct HfArchitecture {
+  const char* architecture;  // "LlamaForCausalLM", …
+  const char* model_type;    // "llama", "mistral", "smollm3", "longctx"
+  bool stock;                // a class transformers has
+};
+HfArchitecture HfArchitectureOf(const ModelDims& dims);
+
 // config.json for a resolved model. `config` supplies what ModelDims does not
 // keep (layer_pattern, pattern_group, name); the sizes come from `dims`.
 // bos/eos ids < 0 are written as null.

@@ -136,10 +136,9 @@ absl::StatusOr<std::string> HfArchitectureFor(const ModelDims& d) {
   if (d.rope_dim != d.head_dim && d.any_rope())
     return refuse(absl::StrCat("model.rope_dim ", d.rope_dim, " != head_dim ", d.head_dim,
                                " (partial RoPE; Llama's apply_rotary_pos_emb rotates whole heads)"));
-  const int full = d.num_layers_of(ROPE_FULL), swa = d.num_layers_of(ROPE_SWA);
-  if (full == d.layers) return std::string("LlamaForCausalLM");
-  if (swa == d.layers) return std::string("MistralForCausalLM");
-  return std::string("SmolLM3ForCausalLM");
+  const HfArchitecture arch = HfArchitectureOf(d);  // model/hf_config.h: the one label rule
+  if (!arch.stock) return refuse("the model computes what no stock class does");
+  return std::string(arch.architecture);
 }
 
 absl::StatusOr<json> HfExportConfigJson(const ModelDims& d, DType dtype, int bos, int eos) {
@@ -147,7 +146,7 @@ absl::StatusOr<json> HfExportConfigJson(const ModelDims& d, DType dtype, int bos
   if (!arch.ok()) return arch.status();
   json j;
   j["architectures"] = {*arch};
-  j["model_type"] = *arch == "LlamaForCausalLM" ? "llama" : (*arch == "MistralForCausalLM" ? "mistral" : "smollm3");
+  j["model_type"] = HfArchitectureOf(d).model_type;
   j["longctx_name"] = d.name;
   j["vocab_size"] = d.vocab;
   j["hidden_size"] = d.hidden;
