@@ -18,6 +18,8 @@
 #include "train/parallel/trainer_parallel.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_dir.h"
+#include "train/checkpoint/checkpoint_reader.h"
+#include "train/checkpoint/rank_agreement.h"
 #include "train/hooks/checkpoint_hook.h"
 #include "train/hooks/eval_hook.h"
 #include "train/hooks/metrics_hook.h"
@@ -158,8 +160,24 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
                                                t->gradient_sync_.get(), t->update_.get(),
                                                NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()});
 
+  // One job per out_dir: rank 0 holds the lock until the process ends; every
+  // rank stops with the holder's name when another job has it.
+  {
+    absl::Status locked;
+    if (t->comm_->rank() == 0) {
+      absl::StatusOr<OutDirLock> lock = OutDirLock::Acquire(config.out_dir());
+      if (lock.ok())
+        t->out_dir_lock_.emplace(std::move(*lock));
+      else
+        locked = lock.status();
+    }
+    if (absl::Status st = AgreeOnStatus(*t->comm_, locked); !st.ok()) return st;
+  }
   // Resume from the newest complete checkpoint whose files match its manifest;
   // a corrupt one is skipped with a warning naming it and the one used instead.
+  // Each rank verifies the files it will read (its own shard when the world
+  // size is unchanged; checkpoint_reader.h), and all ranks agree, so they fall
+  // back together.
   absl::StatusOr<std::vector<std::string>> complete = ListCompleteCheckpoints(config.out_dir());
   if (!complete.ok()) return complete.status();
   absl::StatusOr<std::vector<std::string>> incomplete = ListIncompleteCheckpoints(config.out_dir());
@@ -173,11 +191,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   std::string corrupt_note;
   for (int i = static_cast<int>(complete->size()) - 1; i >= 0; --i) {
     const std::string& dir = (*complete)[i];
-    absl::Status verified = VerifyCheckpointFiles(dir);
+    absl::Status verified = AgreeOnStatus(
+        *t->comm_, VerifyCheckpointForRank(dir, t->model_->layout(), config.mode(), t->comm_->rank(),
+                                           t->comm_->world_size()));
     if (verified.ok()) {
       if (!corrupt_note.empty() && t->comm_->rank() == 0)
         LOG(WARNING) << corrupt_note << "; falling back to the previous complete checkpoint " << dir;
-      if (!t->optimizer_) make_optimizer();
       absl::Status st = t->Resume(dir);
       if (!st.ok()) return st;
       break;
@@ -191,19 +210,27 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
                                               "move the directory away to start a new run)"));
   }
   std::optional<uint64_t> init_seed;
-  if (t->resumed_from_.empty() && !config.init_from().empty()) {
+  const bool init_from = t->resumed_from_.empty() && !config.init_from().empty();
+  if (init_from && config.mode() != FSDP) {
     // A new stage: weights only; the optimizer, step and data start fresh.
     absl::Status st = LoadModelWeights(config.init_from(), t->model_.get());
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("init_from: ", st.message()));
     LOG(INFO) << "initialised weights from " << config.init_from();
-  } else if (t->resumed_from_.empty()) {
+  } else if (t->resumed_from_.empty() && !init_from) {
     init_seed = config.seed();  // InstallParallelStrategy initialises (FSDP: each rank only its shards)
   }
+  // FSDP reads its parameter shards from the checkpoint after the strategy
+  // is installed: the full buffers are never filled.
+  if (config.mode() == FSDP && (init_from || !t->resumed_from_.empty()))
+    for (int b = 0; b < t->model_->layout().num_buffers(); ++b) t->model_->params().Release(b);
   // Data-parallel mode (DDP on one process: nothing changes).
   if (absl::Status st = InstallParallelStrategy(config, t->model_.get(), t->comm_.get(), &t->optimizer_,
                                                 &t->gradient_sync_, &t->update_, &t->strategy_, init_seed);
       !st.ok())
     return st;
+  if (t->strategy_ != nullptr && (init_from || !t->resumed_from_.empty()))
+    if (absl::Status st = t->LoadShards(init_from ? config.init_from() : t->resumed_from_, init_from); !st.ok())
+      return st;
   t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
                                                t->gradient_sync_.get(), t->update_.get(),
                                                NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()});
@@ -227,10 +254,13 @@ void Trainer::RegisterHooks() {
   hooks_.push_back(std::make_unique<MetricsHook>());
   hooks_.push_back(std::make_unique<PositionFrequencyHook>());
   if (has_eval_) hooks_.push_back(std::make_unique<EvalHook>(tokens_.get()));
-  // ZERO1/FSDP: full parameters (and, for a save, moments on rank 0) around the probe and checkpoint.
+  // ZERO1/FSDP: full parameters on every rank around the probe (a save gathers nothing).
   if (strategy_) hooks_.push_back(std::make_unique<GatherFullStateHook>(strategy_.get()));
   if (probe_hook_ != nullptr) hooks_.push_back(std::move(probe_hook_));
-  hooks_.push_back(std::make_unique<CheckpointHook>(tokenizer_->bos_id(), tokenizer_->eos_id()));
+  // ZERO1/FSDP: every rank writes its own shards (train/checkpoint/sharded_save.h).
+  CheckpointHook::ShardSource shards;
+  if (strategy_) shards = [s = strategy_.get()] { return s->checkpoint_shards(); };
+  hooks_.push_back(std::make_unique<CheckpointHook>(tokenizer_->bos_id(), tokenizer_->eos_id(), std::move(shards)));
   if (strategy_) hooks_.push_back(std::make_unique<ReleaseFullStateHook>(strategy_.get()));
   hooks_.push_back(std::make_unique<TensorBoardHook>());  // last: follows what the others wrote to metrics.jsonl
 }
@@ -287,8 +317,13 @@ absl::Status Trainer::Resume(const std::string& dir) {
                                               " steps of ", saved_global, " rows of ", a.seq_len(), " tokens are ",
                                               step * saved_global * int64_t{a.seq_len()}));
   }
-  absl::Status st = LoadModelWeights(dir, model_.get());
-  if (st.ok()) st = LoadOptimizerState(dir, optimizer_.get());
+  // The files were verified by every rank (Create). DDP reads the full
+  // parameters and moments, ZeRO-1 the full parameters; ZeRO-1's moments and
+  // FSDP's parameters and moments are read per rank, only its own range,
+  // once the strategy is installed (LoadShards). Any layout, any saved world.
+  absl::Status st;
+  if (config_.mode() != FSDP) st = LoadModelWeights(dir, model_.get(), /*verify=*/false);
+  if (st.ok() && optimizer_ != nullptr) st = LoadOptimizerState(dir, optimizer_.get(), /*verify=*/false);
   if (!st.ok()) return st;
   try {
     if (state->contains("data_docs") && (state->at("data_docs").get<int64_t>() != tokens_->n_docs() ||
@@ -313,12 +348,30 @@ absl::Status Trainer::Resume(const std::string& dir) {
       return absl::FailedPreconditionError(absl::StrCat(dir, ": position counters for max_len ", pf->max_len()));
     *posfreq_ = std::move(*pf);
   }
-  optimizer_->set_step(step_);
+  if (optimizer_ != nullptr) optimizer_->set_step(step_);
   resumed_from_ = dir;
   resumed_state_ = *state;
   LOG(INFO) << "resumed from " << dir << " at step " << step_
             << (saved_world != world ? absl::StrCat(" (saved on ", saved_world, " ranks, resharded to ", world, ")")
                                      : std::string());
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::LoadShards(const std::string& dir, bool init_from) {
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir, model_->layout());
+  absl::Status st = reader.status();
+  const std::vector<CheckpointShard> shards = strategy_->checkpoint_shards();
+  const bool params = config_.mode() == FSDP, moments = !init_from;
+  // Resume: Create verified these files; init_from: each rank verifies what it reads.
+  if (st.ok() && init_from) st = reader->Verify(reader->FilesFor(shards, params, moments));
+  if (st.ok()) st = reader->Load(shards, params, moments, *backend_);
+  st = AgreeOnStatus(*comm_, st);
+  if (!st.ok()) return absl::Status(st.code(), absl::StrCat(init_from ? "init_from: " : "resume: ", st.message()));
+  if (init_from) {
+    if (comm_->rank() == 0) LOG(INFO) << "initialised weights from " << dir << " (each rank its shards)";
+  } else {
+    strategy_->set_optimizer_step(step_);
+  }
   return absl::OkStatus();
 }
 

@@ -26,6 +26,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/batch_source.h"
+#include "train/checkpoint/out_dir_lock.h"
 #include "train/device_batch.h"
 #include "train/hooks/hook.h"
 #include "train/parallel/parallel_strategy.h"
@@ -63,6 +64,9 @@ class Trainer {
  private:
   Trainer() = default;
   absl::Status Resume(const std::string& checkpoint_dir);
+  // ZERO1/FSDP, after the strategy is installed: this rank's ranges from DIR
+  // (resume: moments, and FSDP's parameters; init_from: FSDP's parameters).
+  absl::Status LoadShards(const std::string& dir, bool init_from);
   nlohmann::json StateJson(const PackerCursor& last_batch_cursor) const;
   void RegisterHooks();
 
@@ -80,6 +84,8 @@ class Trainer {
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   // The checkpoint Create resumed from ("" for a fresh run) and its trainer state.
+  // Rank 0: this job's exclusive hold on out_dir (train/checkpoint/out_dir_lock.h).
+  std::optional<OutDirLock> out_dir_lock_;
   std::string resumed_from_;
   nlohmann::json resumed_state_;
   double last_loss_ = 0;

@@ -5,6 +5,7 @@
 #ifndef LONGCTX_KERNELS_CPU_CPU_KERNELS_H_
 #define LONGCTX_KERNELS_CPU_CPU_KERNELS_H_
 
+#include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/ops.h"
 
@@ -30,8 +31,13 @@ void RmsNormForward(const RmsNormParams& p);           // rmsnorm.cc
 void RmsNormBackward(const RmsNormParams& p);
 void Rope(const RopeParams& p);                        // rope.cc
 
-void AttentionForward(const AttentionParams& p);       // attention.cc
-void AttentionBackward(const AttentionParams& p);
+// How attention's tile products run: the ISA of the tile kernels
+// (attention_tiles.h; kAuto = the best this CPU has). Tests force each path.
+struct AttentionConfig {
+  AttentionIsa isa = AttentionIsa::kAuto;
+};
+void AttentionForward(const AttentionParams& p, const AttentionConfig& config = {});  // attention.cc
+void AttentionBackward(const AttentionParams& p, const AttentionConfig& config = {});
 void AttentionMerge(const AttentionMergeParams& p);    // attention_merge.cc
 
 double LmHeadLoss(const LmHeadLossParams& p,           // lm_head_loss.cc

@@ -20,9 +20,12 @@
 #include "absl/strings/str_format.h"
 #include "data/token_file.h"
 #include "kernels/log.h"
+#include "model/config.h"
 #include "model/hf_config.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/config_loader.h"
+#include "train/checkpoint/checkpoint_reader.h"
+#include "train/checkpoint/manifest.h"
 #include "train/checkpoint/safetensors.h"
 
 namespace longctx {
@@ -65,113 +68,14 @@ absl::StatusOr<HostStore> ToHost(const ParamStore& store, const std::string& suf
   return h;
 }
 
-struct FileDigest {
-  int64_t size = 0;
-  uint64_t xxh64 = 0;
-};
-
-absl::StatusOr<FileDigest> HashFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::DataLossError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  XxHash64Stream h;
-  FileDigest d;
-  std::vector<char> buf(1 << 20);
-  while (true) {
-    const ssize_t r = read(fd, buf.data(), buf.size());
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      close(fd);
-      return absl::DataLossError(absl::StrCat(path, ": read failed: ", std::strerror(e)));
-    }
-    if (r == 0) break;
-    h.Update(buf.data(), static_cast<size_t>(r));
-    d.size += r;
-  }
-  close(fd);
-  d.xxh64 = h.Digest();
-  return d;
-}
-
-std::string Hex64(uint64_t v) { return absl::StrFormat("%016x", v); }
-
-const char* ModeName(ParallelMode m) {
-  switch (m) {
-    case ZERO1: return "ZERO1";
-    case FSDP: return "FSDP";
-    default: return "DDP";
-  }
-}
-
-absl::StatusOr<nlohmann::json> ReadManifest(const std::string& dir, bool* legacy) {
-  const std::string path = dir + "/" + kManifestFile;
-  *legacy = false;
-  if (!std::filesystem::exists(path)) {
-    *legacy = true;
-    return nlohmann::json();
-  }
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return absl::DataLossError(text.status().message());
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("files") || !j["files"].is_object())
-    return absl::DataLossError(absl::StrCat(path, ": not a checkpoint manifest (no \"files\" object)"));
-  return j;
-}
-
-absl::Status VerifyAgainst(const std::string& dir, const nlohmann::json& manifest, const std::string& file) {
-  const std::string path = dir + "/" + file;
-  const nlohmann::json& files = manifest["files"];
-  if (!files.contains(file) || !files[file].is_object() || !files[file].contains("size") ||
-      !files[file]["size"].is_number_integer() || !files[file].contains("xxh64") || !files[file]["xxh64"].is_string())
-    return absl::DataLossError(absl::StrCat(path, ": not listed (with size and xxh64) in ", dir, "/", kManifestFile));
-  absl::StatusOr<FileDigest> d = HashFile(path);
-  if (!d.ok()) return d.status();
-  const int64_t size = files[file]["size"].get<int64_t>();
-  const std::string want = files[file]["xxh64"].get<std::string>();
-  if (d->size != size)
-    return absl::DataLossError(absl::StrCat(path, ": corrupt checkpoint file: ", d->size, " bytes, the manifest says ",
-                                            size));
-  if (Hex64(d->xxh64) != want)
-    return absl::DataLossError(absl::StrCat(path, ": corrupt checkpoint file: XXH64 ", Hex64(d->xxh64),
-                                            ", the manifest says ", want));
-  return absl::OkStatus();
-}
-
-absl::Status WriteManifest(const std::string& dir, int64_t step, const TrainConfig& config,
-                           const std::vector<int64_t>& buffer_sizes, const nlohmann::json& trainer_state,
-                           const std::vector<std::string>& files) {
-  nlohmann::json m;
-  m["format"] = "longctx-checkpoint-1";
-  m["step"] = step;
-  m["world_size"] = trainer_state.is_object() && trainer_state.contains("world_size") ? trainer_state["world_size"]
-                                                                                        : nlohmann::json(1);
-  m["mode"] = ModeName(config.mode());
-  // One full copy of every buffer (written by rank 0); the strategies reshard
-  // it on load for any world size.
-  m["layout"] = {{"kind", "full"}, {"buffer_sizes", buffer_sizes}};
-  m["checksum"] = "xxh64";
-  nlohmann::json fj = nlohmann::json::object();
-  for (const std::string& f : files) {
-    absl::StatusOr<FileDigest> d = HashFile(dir + "/" + f);
-    if (!d.ok()) return d.status();
-    fj[f] = {{"size", d->size}, {"xxh64", Hex64(d->xxh64)}};
-  }
-  m["files"] = fj;
-  return WriteFileAtomic(dir + "/" + kManifestFile, m.dump(2) + "\n");
-}
-
-absl::Status FromFile(const std::string& path, ParamStore* store, const std::string& suffix) {
-  absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(path);
-  if (!reader.ok()) return reader.status();
+// Every buffer of `part` into a full store, one buffer's host copy at a time.
+absl::Status ReadWholeBuffers(CheckpointReader& r, CheckpointPart part, ParamStore* store) {
   const ParamLayout& layout = store->layout();
-  const size_t es = DTypeSize(store->dtype());
+  if (store->dtype() != DType::kF32)
+    return absl::InvalidArgumentError("checkpoint load: the store is not f32");
   for (int b = 0; b < layout.num_buffers(); ++b) {
-    std::vector<char> host(layout.buffer_size(b) * es);
-    for (const ParamSlice& s : layout.slices()) {
-      if (s.buffer != b) continue;
-      absl::Status st = reader->ReadInto(s.name + suffix, host.data() + s.offset * es, store->dtype(), s.shape);
-      if (!st.ok()) return st;
-    }
+    std::vector<float> host(static_cast<size_t>(layout.buffer_size(b)));
+    if (absl::Status st = r.ReadRange(part, b, 0, layout.buffer_size(b), host.data()); !st.ok()) return st;
     store->CopyFromHost(b, host.data());
   }
   return absl::OkStatus();
@@ -211,7 +115,21 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& out_dir, int64_t s
   std::vector<int64_t> buffer_sizes;
   const ParamLayout& layout = const_cast<Transformer&>(model).params().layout();
   for (int b = 0; b < layout.num_buffers(); ++b) buffer_sizes.push_back(layout.buffer_size(b));
-  if (st.ok()) st = WriteManifest(writer->tmp_dir(), step, config, buffer_sizes, trainer_state, files);
+  std::map<std::string, FileDigest> digests;
+  for (const std::string& f : files) {
+    if (!st.ok()) break;
+    absl::StatusOr<FileDigest> d = HashFile(writer->path(f));
+    if (d.ok()) digests[f] = *d;
+    else st = d.status();
+  }
+  const int64_t world = trainer_state.is_object() && trainer_state.contains("world_size") &&
+                                trainer_state["world_size"].is_number_integer()
+                            ? trainer_state["world_size"].get<int64_t>()
+                            : 1;
+  // One full copy of every buffer (written by rank 0); any world size and
+  // mode reads the ranges it needs from it (checkpoint_reader.h).
+  const nlohmann::json lay = {{"kind", "full"}, {"buffer_sizes", buffer_sizes}};
+  if (st.ok()) st = WriteManifest(writer->tmp_dir(), step, world, config.mode(), lay, digests);
   if (st.ok()) st = writer->Commit();
   if (!st.ok()) return st;
   const std::string final_path = writer->final_dir();
@@ -230,7 +148,7 @@ absl::Status VerifyCheckpointFile(const std::string& dir, const std::string& fil
     LOG(WARNING) << dir << ": no " << kManifestFile << " (written before checksums); " << file << " is not verified";
     return absl::OkStatus();
   }
-  return VerifyAgainst(dir, *m, file);
+  return VerifyAgainstManifest(dir, *m, file);
 }
 
 absl::Status VerifyCheckpointFiles(const std::string& dir) {
@@ -242,19 +160,49 @@ absl::Status VerifyCheckpointFiles(const std::string& dir) {
     return absl::OkStatus();
   }
   for (auto it = (*m)["files"].begin(); it != (*m)["files"].end(); ++it)
-    if (absl::Status st = VerifyAgainst(dir, *m, it.key()); !st.ok()) return st;
+    if (absl::Status st = VerifyAgainstManifest(dir, *m, it.key()); !st.ok()) return st;
   return absl::OkStatus();
 }
 
-absl::Status LoadModelWeights(const std::string& dir, Transformer* model) {
-  if (absl::Status st = VerifyCheckpointFile(dir, kModelFile); !st.ok()) return st;
-  return FromFile(dir + "/" + kModelFile, &model->params(), "");
+absl::Status VerifyCheckpointForRank(const std::string& dir, const ParamLayout& layout, ParallelMode mode, int rank,
+                                     int world) {
+  absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(dir, layout);
+  if (!r.ok()) return r.status();
+  if (r->manifest().is_null()) {
+    LOG(WARNING) << dir << ": no " << kManifestFile << " (written before checksums); its files are not verified";
+    return absl::OkStatus();
+  }
+  const std::vector<CheckpointShard> mine = RankRanges(layout, rank, world);
+  const std::vector<CheckpointShard> all = WholeBuffers(layout);
+  // Parameters: FSDP reads its range, DDP and ZeRO-1 every element; moments:
+  // DDP every element, ZeRO-1 and FSDP their range.
+  std::vector<std::string> files = r->FilesFor(mode == FSDP ? mine : all, /*params=*/true, /*moments=*/false);
+  for (const std::string& f : r->FilesFor(mode == DDP ? all : mine, /*params=*/false, /*moments=*/true))
+    files.push_back(f);
+  for (const char* f : {kHfConfigFile, kTrainConfigFile, kTrainerStateFile}) files.push_back(f);
+  return r->Verify(files);
 }
 
-absl::Status LoadOptimizerState(const std::string& dir, AdamW* optimizer) {
-  if (absl::Status st = VerifyCheckpointFile(dir, kOptimizerFile); !st.ok()) return st;
-  absl::Status st = FromFile(dir + "/" + kOptimizerFile, &optimizer->m(), ".exp_avg");
-  if (st.ok()) st = FromFile(dir + "/" + kOptimizerFile, &optimizer->v(), ".exp_avg_sq");
+absl::Status LoadModelWeights(const std::string& dir, Transformer* model, bool verify) {
+  absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(dir, model->layout());
+  if (!r.ok()) return r.status();
+  const std::vector<CheckpointShard> all = WholeBuffers(model->layout());
+  if (verify) {
+    if (r->manifest().is_null())
+      LOG(WARNING) << dir << ": no " << kManifestFile << " (written before checksums); its weights are not verified";
+    if (absl::Status st = r->Verify(r->FilesFor(all, /*params=*/true, /*moments=*/false)); !st.ok()) return st;
+  }
+  return ReadWholeBuffers(*r, CheckpointPart::kParams, &model->params());
+}
+
+absl::Status LoadOptimizerState(const std::string& dir, AdamW* optimizer, bool verify) {
+  absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(dir, optimizer->m().layout());
+  if (!r.ok()) return r.status();
+  if (verify)
+    if (absl::Status st = r->Verify(r->FilesFor(WholeBuffers(optimizer->m().layout()), false, true)); !st.ok())
+      return st;
+  absl::Status st = ReadWholeBuffers(*r, CheckpointPart::kExpAvg, &optimizer->m());
+  if (st.ok()) st = ReadWholeBuffers(*r, CheckpointPart::kExpAvgSq, &optimizer->v());
   return st;
 }
 
@@ -287,32 +235,61 @@ absl::Status ConsolidateCheckpoint(const std::string& dir, const std::string& ou
   if (std::filesystem::exists(out + "/" + kModelFile))
     return absl::AlreadyExistsError(absl::StrCat(out, ": already holds a ", kModelFile, "; choose an empty --out"));
   if (absl::Status st = VerifyCheckpointFiles(dir); !st.ok()) return st;
-  bool legacy = false;
-  absl::StatusOr<nlohmann::json> m = ReadManifest(dir, &legacy);
-  if (!m.ok()) return m.status();
-  if (!legacy && (!(*m).contains("layout") || (*m)["layout"].value("kind", std::string()) != "full"))
-    return absl::UnimplementedError(absl::StrCat(dir, "/", kManifestFile, ": layout ", (*m).value("layout", nlohmann::json()).dump(),
-                                                 " is not one this build can consolidate (\"full\")"));
   absl::StatusOr<TrainConfig> config = LoadCheckpointConfig(dir);
   if (!config.ok()) return config.status();
   absl::StatusOr<nlohmann::json> state = LoadTrainerState(dir);
   if (!state.ok()) return state.status();
+  absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
+  if (!dims.ok()) return absl::Status(dims.status().code(), absl::StrCat(dir, "/", kTrainConfigFile, ": ",
+                                                                         dims.status().message()));
+  const ParamLayout layout(*dims);
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir, layout);
+  if (!reader.ok()) return reader.status();
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("consolidate: cannot create ", out, ": ", ec.message()));
-  // The weights, the HF config and what eval/generate/probe read (the run's
-  // config and trainer state); no optimizer moments.
-  const std::vector<std::string> files = {kModelFile, kHfConfigFile, kTrainConfigFile, kTrainerStateFile};
-  for (const std::string& f : files) {
+  // The weights (one HF-layout file, assembled from the shards when the
+  // checkpoint is sharded: the whole model in memory once), the HF config and
+  // what eval/generate/probe read (the run's config and trainer state); no
+  // optimizer moments.
+  if (reader->sharded()) {
+    std::vector<std::vector<float>> host(static_cast<size_t>(layout.num_buffers()));
+    for (int b = 0; b < layout.num_buffers(); ++b) {
+      host[b].resize(static_cast<size_t>(layout.buffer_size(b)));
+      if (absl::Status st = reader->ReadRange(CheckpointPart::kParams, b, 0, layout.buffer_size(b), host[b].data());
+          !st.ok())
+        return st;
+    }
+    std::vector<SafetensorsEntry> entries;
+    for (const ParamSlice& s : layout.slices()) {
+      SafetensorsEntry e;
+      e.name = s.name;
+      e.dtype = DType::kF32;
+      e.shape = s.shape;
+      e.data = host[s.buffer].data() + s.offset;
+      entries.push_back(std::move(e));
+    }
+    if (absl::Status st = WriteSafetensors(out + "/" + kModelFile, entries, {{"format", "pt"}}); !st.ok()) return st;
+  } else {
+    absl::StatusOr<std::string> bytes = ReadFileToString(dir + "/" + kModelFile);
+    if (!bytes.ok()) return bytes.status();
+    if (absl::Status st = WriteFileAtomic(out + "/" + kModelFile, *bytes); !st.ok()) return st;
+  }
+  for (const char* f : {kHfConfigFile, kTrainConfigFile, kTrainerStateFile}) {
     absl::StatusOr<std::string> bytes = ReadFileToString(dir + "/" + f);
     if (!bytes.ok()) return bytes.status();
     if (absl::Status st = WriteFileAtomic(out + "/" + f, *bytes); !st.ok()) return st;
   }
+  std::map<std::string, FileDigest> digests;
+  for (const char* f : {kModelFile, kHfConfigFile, kTrainConfigFile, kTrainerStateFile}) {
+    absl::StatusOr<FileDigest> d = HashFile(out + "/" + f);
+    if (!d.ok()) return d.status();
+    digests[f] = *d;
+  }
   std::vector<int64_t> buffer_sizes;
-  if (!legacy) buffer_sizes = (*m)["layout"]["buffer_sizes"].get<std::vector<int64_t>>();
-  nlohmann::json one = *state;
-  one["world_size"] = 1;
-  return WriteManifest(out, (*state)["step"].get<int64_t>(), *config, buffer_sizes, one, files);
+  for (int b = 0; b < layout.num_buffers(); ++b) buffer_sizes.push_back(layout.buffer_size(b));
+  return WriteManifest(out, (*state)["step"].get<int64_t>(), 1, config->mode(),
+                       {{"kind", "full"}, {"buffer_sizes", buffer_sizes}}, digests);
 }
 
 absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir) {

@@ -1,7 +1,10 @@
-// Why: a checkpoint is a directory a Hugging Face tool can read as-is
-// (model.safetensors with Llama tensor names + config.json) plus what longctx
-// needs to resume exactly: the full TrainConfig, AdamW moments, step and data
-// cursor. It is written to a temporary directory and renamed into place only
+// Why: a checkpoint is a directory with what longctx needs to resume exactly
+// (the full TrainConfig, parameters, AdamW moments, step and data cursor) and
+// config.json. DDP (and a consolidated checkpoint) holds one full copy a
+// Hugging Face tool reads as-is (model.safetensors with Llama tensor names);
+// ZeRO-1/FSDP write one shard file per rank in parallel (sharded_save.h), which
+// `longctx checkpoint consolidate` turns into that single file. Loading reads
+// either layout (checkpoint_reader.h). It is written to a temporary directory and renamed into place only
 // when complete (train/checkpoint/checkpoint_dir.h), so a crash never leaves a partial
 // checkpoint that looks valid.
 #ifndef LONGCTX_TRAIN_CHECKPOINT_H_
@@ -46,11 +49,21 @@ absl::Status VerifyCheckpointFiles(const std::string& dir);
 // Checks one file of DIR against the manifest (same rules as above).
 absl::Status VerifyCheckpointFile(const std::string& dir, const std::string& file);
 
-// Loads model.safetensors into the model (names and shapes must match),
-// after verifying its checksum against the manifest.
-absl::Status LoadModelWeights(const std::string& dir, Transformer* model);
-// Loads optimizer.safetensors into the AdamW moments.
-absl::Status LoadOptimizerState(const std::string& dir, AdamW* optimizer);
+// The files rank `rank` of `world` in `mode` reads to resume from DIR, plus
+// config.json, the run's config and trainer_state.json, checked against the
+// manifest: parameters — FSDP its range, DDP and ZeRO-1 every element;
+// moments — DDP every element, ZeRO-1 and FSDP their range (of whichever
+// layout DIR has). DataLoss naming a corrupt file; FailedPrecondition when
+// DIR was written for another model.
+absl::Status VerifyCheckpointForRank(const std::string& dir, const ParamLayout& layout, ParallelMode mode, int rank,
+                                     int world);
+
+// Loads the full parameters into the model from either layout (model.safetensors,
+// names and shapes must match, or every shard file), after verifying the
+// files read against the manifest unless verify is false (the caller did).
+absl::Status LoadModelWeights(const std::string& dir, Transformer* model, bool verify = true);
+// Loads the full AdamW moments (optimizer.safetensors or every shard file).
+absl::Status LoadOptimizerState(const std::string& dir, AdamW* optimizer, bool verify = true);
 // trainer_state.json, with "step" (required) and "tokens_seen" (if present)
 // checked to be integers in [0, 2^53]: errors name the file and the field.
 absl::StatusOr<nlohmann::json> LoadTrainerState(const std::string& dir);
@@ -59,8 +72,8 @@ absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir);
 // `longctx checkpoint consolidate`: verifies checkpoint DIR and writes OUT with
 // one HF-layout model.safetensors + config.json, the run's config and trainer
 // state (what eval, generate and probe read) and a manifest; no optimizer
-// state. Today's layout ("full": one copy of every buffer whatever the world
-// size) is the only one; another layout is Unimplemented, naming it.
+// state. A sharded checkpoint's parameter ranges are assembled into whole
+// tensors (the full model in memory once); a full one is copied.
 absl::Status ConsolidateCheckpoint(const std::string& dir, const std::string& out);
 
 }  // namespace longctx

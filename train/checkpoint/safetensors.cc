@@ -620,4 +620,22 @@ absl::Status SafetensorsReader::ReadInto(const std::string& name, const Tensor& 
   return ReadInto(name, dst.data, dst.dtype, std::vector<int64_t>(dst.shape, dst.shape + dst.ndim));
 }
 
+absl::Status SafetensorsReader::ReadElements(const std::string& name, int64_t first, int64_t count,
+                                             float* dst) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return absl::NotFoundError(FileErr(path_, absl::StrCat("no tensor '", name, "'")));
+  const SafetensorsTensorInfo& info = it->second;
+  const std::string what = absl::StrCat("tensor '", name, "'");
+  if (info.dtype_name != "F32")
+    return absl::InvalidArgumentError(
+        FileErr(path_, absl::StrCat(what, ": element reads need F32, the file has ", info.dtype_name)));
+  if (first < 0 || count < 0 || first > info.numel() || count > info.numel() - first)
+    return absl::InvalidArgumentError(FileErr(path_, absl::StrCat(what, ": elements [", first, ", ", first + count,
+                                                                  ") are outside its ", info.numel())));
+  if (count == 0) return absl::OkStatus();
+  if (dst == nullptr) return absl::InvalidArgumentError(FileErr(path_, absl::StrCat(what, ": null destination")));
+  return PreadExact(dst, static_cast<uint64_t>(count) * sizeof(float),
+                    info.file_offset + static_cast<uint64_t>(first) * sizeof(float), what);
+}
+
 }  // namespace longctx

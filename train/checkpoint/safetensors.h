@@ -119,6 +119,11 @@ class SafetensorsReader {
   absl::Status ReadInto(const std::string& name, const Tensor& dst) const;
   // The stored bytes as they are (any dtype).
   absl::StatusOr<std::vector<uint8_t>> ReadRaw(const std::string& name) const;
+  // Elements [first, first + count) of F32 tensor `name` (flattened, row-major)
+  // into dst: only those bytes are read (a checkpoint loader on a new world
+  // reads the overlap of its range with a stored one). InvalidArgument naming
+  // the tensor when it is not F32 or the range is outside it.
+  absl::Status ReadElements(const std::string& name, int64_t first, int64_t count, float* dst) const;
 
  private:
   SafetensorsReader() = default;

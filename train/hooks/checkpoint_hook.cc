@@ -3,12 +3,14 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_dir.h"
+#include "train/checkpoint/sharded_save.h"
 #include "train/evaluate.h"
 
 namespace longctx {
@@ -25,6 +27,29 @@ absl::StatusOr<std::string> CheckpointHook::Save(HookContext& ctx, int64_t step,
     if (batch_loss != nullptr) *batch_loss = r.mean();
   }
   const TrainConfig& config = *ctx.config;
+  if (shards_ != nullptr) {
+    std::unique_ptr<Communicator> local;
+    Communicator* comm = ctx.comm;
+    if (comm == nullptr) {
+      local = MakeLocalCommunicator();
+      comm = local.get();
+    }
+    absl::StatusOr<std::string> path = SaveShardedCheckpoint(*comm, config.out_dir(), step, config, *ctx.model,
+                                                             shards_(), state, config.keep_checkpoints(), bos_id_,
+                                                             eos_id_);
+    if (path.ok()) {
+      ctx.last_checkpoint = *path;
+      return path;
+    }
+    // Every rank has the same error; the temporary directory is gone. Name
+    // the checkpoint a restart will use.
+    absl::StatusOr<std::optional<std::string>> kept = FindLatestCheckpoint(config.out_dir());
+    return absl::Status(path.status().code(),
+                        absl::StrCat("checkpoint at step ", step, comm->world_size() > 1 ? " failed on " : " failed: ",
+                                     path.status().message(),
+                                     "; the previous checkpoint ",
+                                     kept.ok() && kept->has_value() ? **kept : std::string("(none)"), " is intact"));
+  }
   absl::StatusOr<std::string> path = std::string();
   std::string error;
   if (ctx.rank == 0) {

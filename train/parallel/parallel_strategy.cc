@@ -134,13 +134,58 @@ class DdpStrategy : public ParallelStrategy {
   DeviceBuffer tmp_;  // one reduced shard, the largest buffer's
 };
 
+// ---------------------------------------------------------------- ZeRO-1 and FSDP
+// Both keep AdamW's moments only for this rank's range of every buffer
+// (ShardedAdamW), so what a checkpoint needs of them is the same: the moments
+// gathered to rank 0 (FullOptimizerOnRoot), taken from a full AdamW
+// (LoadFullOptimizer), the step, and this rank's shards for a sharded save
+// or load (checkpoint_shards).
+class ShardedStrategyBase : public ParallelStrategy {
+ public:
+  absl::StatusOr<const AdamW*> FullOptimizerOnRoot() override {
+    full_ = std::make_unique<AdamW>(&model_->layout(), model_->backend(), DType::kF32, opt_.settings());
+    absl::Status st = GatherMoments(*comm_, *model_->backend(), opt_, full_.get());
+    if (!st.ok()) return st;
+    if (comm_->rank() != 0) full_.reset();
+    return full_.get();
+  }
+  void ReleaseFullOptimizer() override { full_.reset(); }
+  absl::Status LoadFullOptimizer(const AdamW& full) override {
+    TakeMoments(*model_->backend(), full, &opt_);
+    return absl::OkStatus();
+  }
+  int64_t optimizer_step() const override { return opt_.step(); }
+  void set_optimizer_step(int64_t s) override { opt_.set_step(s); }
+  std::vector<CheckpointShard> checkpoint_shards() override {
+    std::vector<CheckpointShard> out;
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      const ElementRange r = opt_.range(b);
+      if (r.size() == 0) continue;
+      out.push_back({b, r.begin, r.end, ParamRange(b), opt_.m_shard(b), opt_.v_shard(b)});
+    }
+    return out;
+  }
+
+ protected:
+  ShardedStrategyBase(const TrainConfig& c, Transformer* m, Communicator* comm)
+      : model_(m), comm_(comm),
+        opt_(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c), comm->rank(),
+             comm->world_size()) {}
+  // This rank's range of buffer b's parameters (ZeRO-1: a view of the full
+  // buffer; FSDP: its shard).
+  virtual Tensor ParamRange(int b) const = 0;
+
+  Transformer* model_;
+  Communicator* comm_;
+  ShardedAdamW opt_;
+  std::unique_ptr<AdamW> full_;  // rank 0, between FullOptimizerOnRoot and ReleaseFullOptimizer
+};
+
 // ---------------------------------------------------------------- ZeRO-1
-class Zero1Strategy : public ParallelStrategy {
+class Zero1Strategy : public ShardedStrategyBase {
  public:
   Zero1Strategy(const TrainConfig& c, Transformer* m, Communicator* comm)
-      : config_(c), model_(m), comm_(comm),
-        opt_(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c), comm->rank(),
-             comm->world_size()) {
+      : ShardedStrategyBase(c, m, comm), config_(c) {
     for (int b = 0; b < opt_.num_buffers(); ++b)
       grad_shards_.emplace_back(m->backend(), static_cast<size_t>(opt_.range(b).size()) * sizeof(float));
   }
@@ -172,20 +217,6 @@ class Zero1Strategy : public ParallelStrategy {
   }
   absl::Status GatherFullParameters() override { return absl::OkStatus(); }
   void ReleaseFullParameters() override {}
-  absl::StatusOr<const AdamW*> FullOptimizerOnRoot() override {
-    full_ = std::make_unique<AdamW>(&model_->layout(), model_->backend(), DType::kF32, opt_.settings());
-    absl::Status st = GatherMoments(*comm_, *model_->backend(), opt_, full_.get());
-    if (!st.ok()) return st;
-    if (comm_->rank() != 0) full_.reset();
-    return full_.get();
-  }
-  void ReleaseFullOptimizer() override { full_.reset(); }
-  absl::Status LoadFullOptimizer(const AdamW& full) override {
-    TakeMoments(*model_->backend(), full, &opt_);
-    return absl::OkStatus();
-  }
-  int64_t optimizer_step() const override { return opt_.step(); }
-  void set_optimizer_step(int64_t s) override { opt_.set_step(s); }
   int64_t state_bytes() const override {
     int64_t g = 0;
     for (const DeviceBuffer& d : grad_shards_) g += d.bytes();
@@ -197,21 +228,16 @@ class Zero1Strategy : public ParallelStrategy {
   Tensor GradShard(int b) const {
     return Tensor(grad_shards_[b].data(), DType::kF32, {opt_.range(b).size()}, model_->backend()->device());
   }
+  Tensor ParamRange(int b) const override { return RangeView(model_->params().buffer(b), opt_.range(b)); }
   TrainConfig config_;
-  Transformer* model_;
-  Communicator* comm_;
-  ShardedAdamW opt_;
   std::vector<DeviceBuffer> grad_shards_;
-  std::unique_ptr<AdamW> full_;  // rank 0, between FullOptimizerOnRoot calls
 };
 
 // ---------------------------------------------------------------- FSDP
-class FsdpStrategy : public ParallelStrategy, public ParamResidency {
+class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
  public:
   FsdpStrategy(const TrainConfig& c, Transformer* m, Communicator* comm)
-      : model_(m), comm_(comm), reshard_after_forward_(c.fsdp_reshard_after_forward()),
-        opt_(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c), comm->rank(),
-             comm->world_size()) {
+      : ShardedStrategyBase(c, m, comm), reshard_after_forward_(c.fsdp_reshard_after_forward()) {
     for (int b = 0; b < opt_.num_buffers(); ++b) {
       const size_t bytes = static_cast<size_t>(opt_.range(b).size()) * sizeof(float);
       param_shards_.emplace_back(m->backend(), bytes);
@@ -225,7 +251,9 @@ class FsdpStrategy : public ParallelStrategy, public ParamResidency {
   absl::Status Setup(std::optional<uint64_t> init_seed) override {
     Backend& be = *model_->backend();
     for (int b = 0; b < opt_.num_buffers(); ++b) {
-      if (!init_seed && opt_.range(b).size() > 0)
+      // A released buffer has nothing to copy: a resume or init_from from a
+      // checkpoint fills the shards afterwards (checkpoint_shards()).
+      if (!init_seed && opt_.range(b).size() > 0 && model_->params().allocated(b))
         be.Copy(ParamShard(b), RangeView(model_->params().buffer(b), opt_.range(b)));
       model_->params().Release(b);
       model_->grads().Release(b);
@@ -263,20 +291,6 @@ class FsdpStrategy : public ParallelStrategy, public ParamResidency {
     all_resident_ = false;
     for (int b = 0; b < opt_.num_buffers(); ++b) model_->params().Release(b);
   }
-  absl::StatusOr<const AdamW*> FullOptimizerOnRoot() override {
-    full_ = std::make_unique<AdamW>(&model_->layout(), model_->backend(), DType::kF32, opt_.settings());
-    absl::Status st = GatherMoments(*comm_, *model_->backend(), opt_, full_.get());
-    if (!st.ok()) return st;
-    if (comm_->rank() != 0) full_.reset();
-    return full_.get();
-  }
-  void ReleaseFullOptimizer() override { full_.reset(); }
-  absl::Status LoadFullOptimizer(const AdamW& full) override {
-    TakeMoments(*model_->backend(), full, &opt_);
-    return absl::OkStatus();
-  }
-  int64_t optimizer_step() const override { return opt_.step(); }
-  void set_optimizer_step(int64_t s) override { opt_.set_step(s); }
   int64_t state_bytes() const override {
     int64_t n = model_->params().allocated_bytes() + model_->grads().allocated_bytes() + opt_.state_bytes();
     for (int b = 0; b < opt_.num_buffers(); ++b) n += param_shards_[b].bytes() + grad_shards_[b].bytes();
@@ -364,13 +378,10 @@ class FsdpStrategy : public ParallelStrategy, public ParamResidency {
     return Tensor(grad_shards_[b].data(), DType::kF32, {opt_.range(b).size()}, model_->backend()->device());
   }
 
-  Transformer* model_;
-  Communicator* comm_;
+  Tensor ParamRange(int b) const override { return ParamShard(b); }
   bool reshard_after_forward_;
-  ShardedAdamW opt_;
   std::vector<DeviceBuffer> param_shards_, grad_shards_;
   DeviceBuffer grad_tmp_;  // one micro-batch's reduced shard, the largest buffer's size
-  std::unique_ptr<AdamW> full_;
   absl::Status hook_status_;
   bool all_resident_ = false;
 };

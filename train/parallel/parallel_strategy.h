@@ -17,9 +17,10 @@
 //    (embedding, final norm, LM head) is used at both ends of the pass, so it
 //    stays gathered from the start of the forward to the end of the backward.
 // Clipping uses the global norm: the sum of squares of the local gradient
-// shards, summed over ranks. Full-weight consumers (periodic probe, checkpoint
-// save) call GatherFullParameters/ReleaseFullParameters around their use on
-// every rank (a memory spike of one full model per rank, documented).
+// shards, summed over ranks. The periodic probe calls GatherFullParameters/
+// ReleaseFullParameters around its use on every rank (a memory spike of one
+// full model per rank, documented); a checkpoint save does not: ZeRO-1 and
+// FSDP write this rank's shards (checkpoint_shards()).
 #ifndef LONGCTX_TRAIN_PARALLEL_PARALLEL_STRATEGY_H_
 #define LONGCTX_TRAIN_PARALLEL_PARALLEL_STRATEGY_H_
 
@@ -35,6 +36,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "optim/sharded_adamw.h"
+#include "train/checkpoint/checkpoint_reader.h"
 #include "train/train.pb.h"
 
 namespace longctx {
@@ -74,6 +76,13 @@ class ParallelStrategy {
   virtual AdamW* replicated_optimizer() { return nullptr; }
   virtual int64_t optimizer_step() const = 0;
   virtual void set_optimizer_step(int64_t s) = 0;
+  // Sharded checkpoints (ZeRO-1, FSDP): this rank's range of every buffer,
+  // with views of its parameters and AdamW moments in the strategy's own
+  // storage; every rank writes them in parallel (train/checkpoint/sharded_save.h)
+  // and a resume or init_from fills them from any layout and world size
+  // (train/checkpoint/checkpoint_reader.h). Empty for DDP: rank 0 writes one
+  // full copy from the model and replicated_optimizer().
+  virtual std::vector<CheckpointShard> checkpoint_shards() { return {}; }
   // Bytes this rank holds for parameters, gradients and optimizer state now.
   virtual int64_t state_bytes() const = 0;
   virtual const char* name() const = 0;

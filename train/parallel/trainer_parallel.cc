@@ -60,9 +60,6 @@ class StrategyUpdate final : public ParamUpdate {
   ParallelStrategy* s_;
 };
 
-bool CheckpointDue(const HookContext& ctx, int64_t step) {
-  return PeriodicBeforeLast(step, ctx.config->ckpt_every(), ctx.config->steps());
-}
 bool ProbeDue(const HookContext& ctx, int64_t step) {
   return ctx.config->probe_every() > 0 && step % ctx.config->probe_every() == 0;
 }
@@ -110,21 +107,22 @@ absl::Status GatherFullStateHook::Gather(HookContext& ctx, bool optimizer) {
 }
 
 absl::Status GatherFullStateHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
-  const bool ckpt = CheckpointDue(ctx, e.result.step);
-  if (!ckpt && !ProbeDue(ctx, e.result.step)) return absl::OkStatus();
-  return Gather(ctx, ckpt);
+  // A checkpoint save writes every rank's shards (train/checkpoint/sharded_save.h):
+  // only the probe needs the full parameters.
+  if (!ProbeDue(ctx, e.result.step)) return absl::OkStatus();
+  return Gather(ctx, /*optimizer=*/false);
 }
 
 absl::Status GatherFullStateHook::OnRunEnd(HookContext& ctx, const RunEndEvent& e) {
   if (!e.final && e.steps_this_run == 0) return absl::OkStatus();  // the checkpoint hook saves nothing
-  // The training peak, before the checkpoint's full-state spike (every rank
-  // gathers the full parameters, rank 0 the moments too): what the sharding saved.
+  // The training peak, before the final checkpoint (which writes each rank's
+  // shards and gathers nothing): what the sharding saved.
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   LOG(INFO) << s_->name() << " rank " << ctx.rank << ": peak RSS " << ru.ru_maxrss / 1024 << " MiB before the final "
-            << "checkpoint's full-state gather; parameter/gradient/optimizer state "
+            << "checkpoint; parameter/gradient/optimizer state "
             << s_->state_bytes() / (1 << 20) << " MiB";
-  return Gather(ctx, true);
+  return absl::OkStatus();
 }
 
 absl::Status ReleaseFullStateHook::Release(HookContext& ctx) {

@@ -8,11 +8,11 @@
 //  * ZERO1 / FSDP: the strategy's sync and sharded update; the full AdamW the
 //    trainer made (and a resumed checkpoint's moments in it) is handed to the
 //    strategy's shards and freed.
-// Hooks that read full state (probe on rank 0, checkpoint save) run between
-// GatherFullStateHook and ReleaseFullStateHook: every rank gathers the full
-// parameters (FSDP: a spike of one full model per rank) and, for a save,
-// rank 0 gathers the full AdamW moments into ctx.optimizer (a spike of two
-// full models on rank 0); both are released after the checkpoint hook.
+// The probe (rank 0) reads full parameters: it runs between
+// GatherFullStateHook and ReleaseFullStateHook, so every rank gathers them
+// (FSDP: a spike of one full model per rank) on a probe step. A checkpoint
+// save gathers nothing: every rank writes its own shards
+// (train/checkpoint/sharded_save.h).
 #ifndef LONGCTX_TRAIN_PARALLEL_TRAINER_PARALLEL_H_
 #define LONGCTX_TRAIN_PARALLEL_TRAINER_PARALLEL_H_
 

@@ -1,0 +1,195 @@
+// Why: the attention tile kernels (attention_tiles.h) on AVX2 + FMA, for the
+// x86-64 machines without AVX-512 (the project's AMD CI host among them), and
+// selectable on an AVX-512 machine so its tests run this path too. The products
+// are the classic 6 x 16 register block (12 ymm accumulators + 2 B vectors + 1
+// broadcast of the 16 registers), column tails with masked loads and stores;
+// the softmax passes run on 8 lanes with the exp of attention_tiles_scalar.cc
+// lane by lane (the integer exponent added to the float's exponent bits, exact
+// like ldexp for the arguments that reach it). Only 256-bit intrinsics are
+// used; the target pragma comes after every #include (see the AVX-512 file).
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/attention_tiles.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+namespace longctx::cpu {
+namespace {
+
+constexpr int kRows = 6;
+constexpr int kVectors = 2;  // 8-float vectors per strip (16 columns)
+
+inline __m256 Exp8(__m256 x) {
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  x = _mm256_min_ps(_mm256_set1_ps(88.f), x);
+  // Lanes outside the domain compute on 0 (so the exponent below stays in
+  // range); they are patched at the end.
+  const __m256 xs = _mm256_andnot_ps(_mm256_or_ps(tiny, nan), x);
+  const __m256 fx = _mm256_round_ps(_mm256_mul_ps(xs, _mm256_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xs);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  const __m256 z = _mm256_mul_ps(r, r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, z, r);
+  y = _mm256_add_ps(y, _mm256_set1_ps(1.f));
+  // y in [0.7, 1.5] and fx in [-126, 127]: y * 2^fx, exact unless subnormal.
+  // Two factors 2^(fx/2) keep each power a normal float.
+  const __m256i e = _mm256_cvtps_epi32(fx);
+  const __m256i e1 = _mm256_srai_epi32(e, 1), e2 = _mm256_sub_epi32(e, e1);
+  const __m256 p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e1, _mm256_set1_epi32(127)), 23));
+  const __m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e2, _mm256_set1_epi32(127)), 23));
+  const __m256 result = _mm256_mul_ps(_mm256_mul_ps(y, p1), p2);
+  return _mm256_blendv_ps(_mm256_andnot_ps(tiny, result), x, nan);
+}
+
+// Lanes x0 + [0, 8) that lie in [lo, hi), as an all-ones/zero integer mask.
+inline __m256i RangeMask(int lo, int hi, int x0) {
+  const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(x0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i ge = _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 1));
+  const __m256i lt = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), idx);
+  return _mm256_and_si256(ge, lt);
+}
+
+inline __m256 Load(const float* p, __m256i m, bool full) {
+  return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+inline void Store(float* p, __m256i m, bool full, __m256 v) {
+  if (full)
+    _mm256_storeu_ps(p, v);
+  else
+    _mm256_maskstore_ps(p, m, v);
+}
+
+template <int R, int NV>
+inline void Strip(int k, const float* __restrict a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* __restrict b,
+                  ptrdiff_t ldb, float* __restrict c, ptrdiff_t ldc, bool accumulate, __m256i tail, bool full) {
+  __m256 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = accumulate ? Load(c + r * ldc + 8 * v, tail, full || v < NV - 1) : _mm256_setzero_ps();
+  for (int kk = 0; kk < k; ++kk) {
+    __m256 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = Load(b + kk * ldb + 8 * v, tail, full || v < NV - 1);
+    const float* ak = a + kk * a_cs;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(ak + r * a_rs);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) Store(c + r * ldc + 8 * v, tail, full || v < NV - 1, acc[r][v]);
+}
+
+template <int R>
+inline void Rows(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
+                 float* c, ptrdiff_t ldc, bool accumulate) {
+  const __m256i all = _mm256_set1_epi32(-1);
+  int n0 = 0;
+  for (; n0 + 8 * kVectors <= n; n0 += 8 * kVectors)
+    Strip<R, kVectors>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, all, true);
+  const int rest = n - n0;
+  if (rest == 0) return;
+  const int last = rest - 8 * ((rest - 1) / 8);  // lanes of the last vector, 1..8
+  const __m256i tail = RangeMask(0, last, 0);
+  if (rest > 8)
+    Strip<R, 2>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail, last == 8);
+  else
+    Strip<R, 1>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail, last == 8);
+}
+
+void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
+          float* c, ptrdiff_t ldc, bool accumulate) {
+  int i = 0;
+  for (; i + kRows <= m; i += kRows) Rows<kRows>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
+  const float* ai = a + i * a_rs;
+  float* ci = c + i * ldc;
+  switch (m - i) {
+    case 1: Rows<1>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    case 2: Rows<2>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    case 3: Rows<3>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    case 4: Rows<4>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    case 5: Rows<5>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    default: break;
+  }
+}
+
+void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn) {
+  for (int j = 0; j < rows; ++j) {
+    const float* row = s + j * ld;
+    for (int x = ra[j] & ~7; x < rb[j]; x += 8) {
+      const __m256i m = RangeMask(ra[j], rb[j], x);
+      const __m256 cur = _mm256_maskload_ps(mn + x, m);
+      _mm256_maskstore_ps(mn + x, m, _mm256_max_ps(_mm256_maskload_ps(row + x, m), cur));
+    }
+  }
+}
+
+void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* rb, const float* msafe, float* l) {
+  for (int j = 0; j < rows; ++j) {
+    float* row = s + j * ld;
+    for (int x = 0; x < len; x += 8) {
+      const __m256i in = RangeMask(0, len, x);
+      const __m256i vis = RangeMask(ra[j], rb[j], x);
+      const __m256 visf = _mm256_castsi256_ps(vis);
+      const __m256 p = _mm256_and_ps(
+          visf, Exp8(_mm256_sub_ps(_mm256_maskload_ps(row + x, vis), _mm256_maskload_ps(msafe + x, vis))));
+      _mm256_maskstore_ps(row + x, in, p);
+      _mm256_maskstore_ps(l + x, vis, _mm256_add_ps(_mm256_maskload_ps(l + x, vis), p));
+    }
+  }
+}
+
+void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra, const int* rb, const float* lse,
+                  const float* drow) {
+  for (int i = 0; i < rows; ++i) {
+    float* prow = p + i * ld;
+    float* dsrow = ds + i * ld;
+    const __m256 lv = _mm256_set1_ps(lse[i]), dv = _mm256_set1_ps(drow[i]);
+    for (int x = 0; x < len; x += 8) {
+      const __m256i in = RangeMask(0, len, x);
+      const __m256i vis = RangeMask(ra[i], rb[i], x);
+      const __m256 visf = _mm256_castsi256_ps(vis);
+      const __m256 px = _mm256_and_ps(visf, Exp8(_mm256_sub_ps(_mm256_maskload_ps(prow + x, vis), lv)));
+      const __m256 dsx = _mm256_and_ps(visf, _mm256_mul_ps(px, _mm256_sub_ps(_mm256_maskload_ps(dsrow + x, vis), dv)));
+      _mm256_maskstore_ps(prow + x, in, px);
+      _mm256_maskstore_ps(dsrow + x, in, dsx);
+    }
+  }
+}
+
+const AttentionTileKernels<float> kTiles = {"avx2", Gemm, TileMax, TileExpSum, TileBackward};
+
+}  // namespace
+
+const AttentionTileKernels<float>* AttentionTilesAvx2() { return &kTiles; }
+
+}  // namespace longctx::cpu
+
+#pragma GCC pop_options
+
+#else  // not x86-64
+
+namespace longctx::cpu {
+const AttentionTileKernels<float>* AttentionTilesAvx2() { return nullptr; }
+}  // namespace longctx::cpu
+
+#endif

@@ -1,0 +1,184 @@
+// Why: the attention tile kernels (attention_tiles.h) on AVX-512, the path of
+// this project's Xeon hosts. The products are a register-blocked micro-kernel:
+// 6 rows of C x 4 vectors of 16 floats (24 of the 32 zmm accumulators; per kk
+// 4 loads of B and 6 broadcasts of A feed 24 FMAs, so the two FMA ports, not
+// the loads, are the limit), column tails with masked loads and stores, row
+// tails with fewer rows. The softmax passes run on 16 lanes with masks for the
+// visible range of each row. The exp is attention_tiles_scalar.cc's, lane by
+// lane (vscalefps applies the integer exponent, exact like ldexp).
+// Compiled for AVX-512 with a target pragma (after every #include, so no
+// inline function of a header is compiled for AVX-512 here and shared with
+// code that runs on an AVX2 machine); called only after a run-time CPU check.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/attention_tiles.h"
+
+#if defined(__x86_64__)
+// GCC 12 warns that the "undefined" source vector inside _mm512_min_ps and
+// friends may be used uninitialized (it is a don't-care operand): silenced.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx2")
+
+namespace longctx::cpu {
+namespace {
+
+constexpr int kRows = 6;     // rows of C per micro-kernel call
+constexpr int kVectors = 4;  // 16-float vectors per strip (64 columns)
+
+inline __m512 Exp16(__m512 x) {
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_set1_ps(88.f), x);  // min(88, NaN) = NaN (second operand)
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
+  const __m512 z = _mm512_mul_ps(r, r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, z, r);
+  y = _mm512_add_ps(y, _mm512_set1_ps(1.f));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), _mm512_scalef_ps(y, fx));
+}
+
+// Lanes x0 + [0, 16) that lie in [lo, hi).
+inline __mmask16 RangeMask(int lo, int hi, int x0) {
+  const int a = lo - x0 < 0 ? 0 : (lo - x0 > 16 ? 16 : lo - x0);
+  const int b = hi - x0 < 0 ? 0 : (hi - x0 > 16 ? 16 : hi - x0);
+  if (b <= a) return 0;
+  return static_cast<__mmask16>(((1u << b) - 1u) & ~((1u << a) - 1u));
+}
+
+// R rows x NV vectors of C; the last vector's lanes limited by `tail`.
+template <int R, int NV>
+inline void Strip(int k, const float* __restrict a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* __restrict b,
+                  ptrdiff_t ldb, float* __restrict c, ptrdiff_t ldc, bool accumulate, __mmask16 tail) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xFFFF, c + r * ldc + 16 * v)
+                             : _mm512_setzero_ps();
+  for (int kk = 0; kk < k; ++kk) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xFFFF, b + kk * ldb + 16 * v);
+    const float* ak = a + kk * a_cs;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(ak[r * a_rs]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == NV - 1 ? tail : 0xFFFF, acc[r][v]);
+}
+
+template <int R>
+inline void Rows(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
+                 float* c, ptrdiff_t ldc, bool accumulate) {
+  int n0 = 0;
+  for (; n0 + 16 * kVectors <= n; n0 += 16 * kVectors)
+    Strip<R, kVectors>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, 0xFFFF);
+  const int rest = n - n0;
+  if (rest == 0) return;
+  const __mmask16 tail = RangeMask(0, rest - 16 * ((rest - 1) / 16), 0);
+  switch ((rest + 15) / 16) {
+    case 1: Strip<R, 1>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
+    case 2: Strip<R, 2>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
+    default: Strip<R, 3>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
+  }
+}
+
+void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
+          float* c, ptrdiff_t ldc, bool accumulate) {
+  int i = 0;
+  for (; i + kRows <= m; i += kRows) Rows<kRows>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
+  const float* ai = a + i * a_rs;
+  float* ci = c + i * ldc;
+  switch (m - i) {
+    case 1: Rows<1>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    case 2: Rows<2>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    case 3: Rows<3>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    case 4: Rows<4>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    case 5: Rows<5>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+    default: break;
+  }
+}
+
+void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn) {
+  for (int j = 0; j < rows; ++j) {
+    const float* row = s + j * ld;
+    for (int x = ra[j] & ~15; x < rb[j]; x += 16) {
+      const __mmask16 m = RangeMask(ra[j], rb[j], x);
+      const __m512 cur = _mm512_maskz_loadu_ps(m, mn + x);
+      _mm512_mask_storeu_ps(mn + x, m, _mm512_max_ps(_mm512_maskz_loadu_ps(m, row + x), cur));
+    }
+  }
+}
+
+void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* rb, const float* msafe, float* l) {
+  for (int j = 0; j < rows; ++j) {
+    float* row = s + j * ld;
+    for (int x = 0; x < len; x += 16) {
+      const __mmask16 in = RangeMask(0, len, x);
+      const __mmask16 vis = RangeMask(ra[j], rb[j], x);
+      if (vis == 0) {
+        _mm512_mask_storeu_ps(row + x, in, _mm512_setzero_ps());
+        continue;
+      }
+      const __m512 p = _mm512_maskz_mov_ps(
+          vis, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, row + x), _mm512_maskz_loadu_ps(vis, msafe + x))));
+      _mm512_mask_storeu_ps(row + x, in, p);
+      _mm512_mask_storeu_ps(l + x, vis, _mm512_add_ps(_mm512_maskz_loadu_ps(vis, l + x), p));
+    }
+  }
+}
+
+void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra, const int* rb, const float* lse,
+                  const float* drow) {
+  for (int i = 0; i < rows; ++i) {
+    float* prow = p + i * ld;
+    float* dsrow = ds + i * ld;
+    const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
+    for (int x = 0; x < len; x += 16) {
+      const __mmask16 in = RangeMask(0, len, x);
+      const __mmask16 vis = RangeMask(ra[i], rb[i], x);
+      const __m512 px = _mm512_maskz_mov_ps(vis, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, prow + x), lv)));
+      const __m512 dsx = _mm512_maskz_mov_ps(
+          vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_loadu_ps(vis, dsrow + x), dv)));
+      _mm512_mask_storeu_ps(prow + x, in, px);
+      _mm512_mask_storeu_ps(dsrow + x, in, dsx);
+    }
+  }
+}
+
+const AttentionTileKernels<float> kTiles = {"avx512", Gemm, TileMax, TileExpSum, TileBackward};
+
+}  // namespace
+
+const AttentionTileKernels<float>* AttentionTilesAvx512() { return &kTiles; }
+
+}  // namespace longctx::cpu
+
+#pragma GCC pop_options
+
+#else  // not x86-64
+
+namespace longctx::cpu {
+const AttentionTileKernels<float>* AttentionTilesAvx512() { return nullptr; }
+}  // namespace longctx::cpu
+
+#endif
