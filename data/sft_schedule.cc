@@ -60,11 +60,13 @@ absl::StatusOr<SftSchedule> SftSchedule::Create(const SftDataset* data, const Sf
     po.pad_id = options.pad_id;
     po.long_examples = i + 1 < L.size()         ? SftLongExamples::kSkip
                        : options.split_long_examples ? SftLongExamples::kSplit
+                       : options.drop_long_examples  ? SftLongExamples::kSkip
                                                      : SftLongExamples::kError;
     absl::StatusOr<SftPacker> p = SftPacker::Create(data, po);
     if (!p.ok()) return p.status();
     s.packers_.push_back(std::move(*p));
   }
+  s.dropped_ = data->n_examples() - static_cast<int64_t>(s.packers_.back().examples().size());
   return s;
 }
 

@@ -29,6 +29,9 @@ struct SftScheduleOptions {
   std::vector<int32_t> counts = {3, 1};           // batches of each length per cycle (>= 1 each)
   int64_t tokens_per_batch = 524288;
   bool split_long_examples = false;  // the longest length splits longer examples instead of failing
+  // The longest length skips longer examples instead of failing (when not
+  // split_long_examples); dropped_examples() counts them, for the caller to report.
+  bool drop_long_examples = false;
   uint64_t shuffle_seed = 1234;
   bool shuffle = true;
   int32_t pad_id = 0;
@@ -58,6 +61,8 @@ class SftSchedule {
   absl::Status Seek(const SftScheduleCursor& cursor);
   const SftScheduleOptions& options() const { return options_; }
   const SftPacker& packer(size_t i) const { return packers_[i]; }
+  // Examples no length takes (longer than the longest, drop_long_examples).
+  int64_t dropped_examples() const { return dropped_; }
 
  private:
   SftSchedule() = default;
@@ -65,6 +70,7 @@ class SftSchedule {
   std::vector<SftPacker> packers_;
   uint64_t batches_emitted_ = 0;
   int64_t cycle_ = 0;
+  int64_t dropped_ = 0;
 };
 
 }  // namespace longctx

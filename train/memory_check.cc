@@ -9,10 +9,12 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "model/plan.h"
+#include "train/sft_config.h"
 
 namespace longctx {
 namespace {
@@ -62,7 +64,12 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
   const double D = d.hidden, V = d.vocab, F = d.ffn, L = d.layers, q = d.q_dim(), kv = d.kv_dim();
   const double per_layer = 2 * D * q + 2 * D * kv + 3 * D * F + 2 * D;
   const double params = V * D * (d.tied ? 1 : 2) + L * per_layer + D;
-  const double tokens = static_cast<double>(config.data().batch_size()) * config.data().seq_len();
+  // The largest micro-batch of the run (SFT: of every schedule length; sft_config.h).
+  const std::vector<MicroBatchShape> shapes = TrainingMicroBatchShapes(config, world);
+  MicroBatchShape shape = shapes.front();
+  for (const MicroBatchShape& m : shapes)
+    if (m.batch * m.seq_len > shape.batch * shape.seq_len) shape = m;
+  const double tokens = static_cast<double>(shape.batch) * static_cast<double>(shape.seq_len);
   // Per layer per token: as plan.cc's EstimateTrainingMemory (dominant terms).
   const double act_per_token_layer = 5 * D + 2 + (q + 2 * kv) + q + d.heads + 3 * F;
   double state = 0, activations = 0;
@@ -77,8 +84,8 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
   // Exact figures when int64 cannot overflow (2^62 leaves a factor of 2 for terms not modelled above).
   if (need < std::ldexp(1.0, 62) && use == MemoryUse::kTraining) {
     PlanOptions o;
-    o.batch = config.data().batch_size();
-    o.seq_len = config.data().seq_len();
+    o.batch = shape.batch;
+    o.seq_len = shape.seq_len;
     o.grad_accum = std::max(1, config.grad_accum());
     o.recompute_every = config.model().recompute_every();
     Plan plan;
@@ -86,6 +93,16 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
     plan.options = o;
     plan.params = CountParams(d);
     plan.memory = EstimateTrainingMemory(d, o.batch, o.seq_len, o.logits_chunk_tokens, o.recompute_every);
+    // SFT: the micro-batch whose activations are largest (the arena grows to it).
+    for (const MicroBatchShape& m : shapes) {
+      MemoryPlan mp = EstimateTrainingMemory(d, m.batch, m.seq_len, o.logits_chunk_tokens, o.recompute_every);
+      if (mp.activations > plan.memory.activations) {
+        plan.memory = mp;
+        plan.options.batch = m.batch;
+        plan.options.seq_len = m.seq_len;
+        shape = m;
+      }
+    }
     const RankMemoryPlan r =
         PlanRankMemory(plan, ModeOf(config), world, config.fsdp_reshard_after_forward());
     activations = static_cast<double>(r.activations);
@@ -105,10 +122,19 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
       use == MemoryUse::kTraining ? " as weights, grads and AdamW state" : " as fp32 weights");
   std::string parts = model, fix = "make the model smaller (the model fields above)";
   if (use == MemoryUse::kTraining) {
-    absl::StrAppend(&parts, ", and the activations of data.batch_size ", config.data().batch_size(),
-                    " × data.seq_len ", config.data().seq_len(), " take ", Gib(activations));
-    if (activations > state)
-      fix = "lower data.batch_size (grad_accum keeps the global batch) or data.seq_len, or make the model narrower";
+    if (IsSftConfig(config)) {
+      absl::StrAppend(&parts, ", and the activations of the SFT schedule's largest micro-batch (", shape.batch,
+                      " rows × ", shape.seq_len, " tokens, data.sft, model.recompute_every ",
+                      config.model().recompute_every(), ") take ", Gib(activations));
+      if (activations > state)
+        fix = "set model.recompute_every (1 = every layer), lower data.sft.tokens_per_batch or the longest "
+              "data.sft.seq_lens, raise grad_accum, or make the model narrower";
+    } else {
+      absl::StrAppend(&parts, ", and the activations of data.batch_size ", config.data().batch_size(),
+                      " × data.seq_len ", config.data().seq_len(), " take ", Gib(activations));
+      if (activations > state)
+        fix = "lower data.batch_size (grad_accum keeps the global batch) or data.seq_len, or make the model narrower";
+    }
   }
   return absl::ResourceExhaustedError(absl::StrCat(
       "memory: ", use == MemoryUse::kTraining ? "training" : "loading the model", " needs ", Gib(need), ranks,

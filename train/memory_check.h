@@ -29,7 +29,9 @@ enum class MemoryUse {
 int64_t AvailableHostMemory();
 
 // OK when `use` of the model `dims` (with config's data.batch_size ×
-// data.seq_len, mode and world for training) times `ranks_on_node` fits in
+// data.seq_len — for SFT (data.sft) the schedule's micro-batch with the
+// largest activations, sft_config.h — mode and world for training) times
+// `ranks_on_node` fits in
 // `available_bytes` (< 0: unknown, always OK). Otherwise ResourceExhausted
 // naming the need, the budget, and the field to change (the largest part).
 // Arithmetic in double first, so dims whose byte counts overflow int64

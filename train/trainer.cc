@@ -28,6 +28,7 @@
 #include "train/hooks/tensorboard_hook.h"
 #include "train/preemption.h"
 #include "train/probe/niah_probe_config.h"
+#include "train/sft_config.h"
 
 namespace longctx {
 namespace {
@@ -139,7 +140,35 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     t->has_eval_ = false;
   }
 
-  t->posfreq_ = std::make_unique<PositionFrequency>(config.data().seq_len());
+  int64_t posfreq_len = config.data().seq_len();
+  if (IsSftConfig(config)) {
+    // SFT (data.sft): every step from the length schedule over the .lsft examples.
+    if (t->retrieval_ != nullptr)
+      return absl::InvalidArgumentError(
+          "data.retrieval_fraction: retrieval rows are not mixed into SFT steps (data.sft.path is set); set it to 0");
+    absl::StatusOr<SftDataset> sft = OpenSftData(config);
+    if (!sft.ok()) return sft.status();
+    if (sft->tokenizer_name() != t->tokenizer_->name())
+      return absl::InvalidArgumentError(absl::StrCat("data.sft.path: ", SftDataFile(config), " was tokenized with '",
+                                                     sft->tokenizer_name(), "', this run's data.tokenizer is '",
+                                                     t->tokenizer_->name(), "'"));
+    if (sft->vocab_size() > t->dims_.vocab)
+      return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", t->dims_.vocab, " < vocab of ",
+                                                     SftDataFile(config), " (", sft->vocab_size(), ")"));
+    t->sft_data_ = std::make_unique<SftDataset>(std::move(*sft));
+    absl::StatusOr<SftScheduleOptions> so = SftScheduleOptionsFor(config, t->tokenizer_->pad_id());
+    if (!so.ok()) return so.status();
+    absl::StatusOr<SftSchedule> schedule = SftSchedule::Create(t->sft_data_.get(), *so);
+    if (!schedule.ok())
+      return absl::Status(schedule.status().code(), absl::StrCat("data.sft: ", schedule.status().message()));
+    t->sft_schedule_ = std::make_unique<SftSchedule>(std::move(*schedule));
+    if (t->sft_schedule_->dropped_examples() > 0 && t->comm_->rank() == 0)
+      std::printf("data.sft: dropped %lld of %lld examples longer than %d tokens (data.sft.long_examples: drop)\n",
+                  static_cast<long long>(t->sft_schedule_->dropped_examples()),
+                  static_cast<long long>(t->sft_data_->n_examples()), so->seq_lens.back());
+    posfreq_len = std::max<int64_t>(posfreq_len, so->seq_lens.back());
+  }
+  t->posfreq_ = std::make_unique<PositionFrequency>(posfreq_len);
   t->model_ = std::make_unique<Transformer>(t->dims_, t->backend_.get(), DType::kF32);
   t->model_->set_recompute_every(config.model().recompute_every());
   const AdamWSettings s = AdamWSettingsFromConfig(config);
@@ -153,7 +182,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     if (!probe.ok()) return probe.status();
     t->probe_hook_ = std::move(*probe);
   }
-  t->batches_ = std::make_unique<BatchSource>(t->train_packer_.get(), t->retrieval_.get(), t->posfreq_.get());
+  if (t->sft_schedule_ != nullptr) {
+    absl::StatusOr<BatchSource> sft_source =
+        BatchSource::ForSft(t->train_packer_.get(), t->sft_schedule_.get(), t->posfreq_.get(),
+                            config.grad_accum() * t->comm_->world_size());
+    if (!sft_source.ok()) return sft_source.status();
+    t->batches_ = std::make_unique<BatchSource>(std::move(*sft_source));
+  } else {
+    t->batches_ = std::make_unique<BatchSource>(t->train_packer_.get(), t->retrieval_.get(), t->posfreq_.get());
+  }
   t->gradient_sync_ = std::make_unique<AllReduceGradientSync>(t->comm_.get());
   t->update_ = std::make_unique<AdamWUpdate>(t->optimizer_.get());
   t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
@@ -283,6 +320,23 @@ absl::Status Trainer::Resume(const std::string& dir) {
     return absl::FailedPreconditionError(absl::StrCat(
         dir, ": data.seq_len/batch_size/document_mask/shuffle_seed/eval_fraction differ from the "
              "checkpoint's; exact resume needs the same packing (use a new out_dir to start over)"));
+  // SFT: the schedule cursor only means "the next step" under the same schedule
+  // (the .lsft path may move; its size is checked with the cursor below).
+  if (IsSftConfig(*saved) != IsSftConfig(config_))
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, IsSftConfig(config_) ? ": this checkpoint is a pretraining run's; start SFT in a new out_dir with init_from"
+                                  : ": this checkpoint is an SFT run's (data.sft.path); resume it with its data.sft"));
+  if (IsSftConfig(config_)) {
+    absl::StatusOr<SftScheduleOptions> sa = SftScheduleOptionsFor(*saved), sb = SftScheduleOptionsFor(config_);
+    if (!sa.ok()) return absl::DataLossError(absl::StrCat(dir, ": its config's ", sa.status().message()));
+    if (!sb.ok()) return sb.status();
+    if (sa->seq_lens != sb->seq_lens || sa->counts != sb->counts || sa->tokens_per_batch != sb->tokens_per_batch ||
+        sa->split_long_examples != sb->split_long_examples || sa->drop_long_examples != sb->drop_long_examples ||
+        sa->shuffle_seed != sb->shuffle_seed)
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, ": data.sft (seq_lens/counts/tokens_per_batch/long_examples/shuffle_seed) differs from the "
+               "checkpoint's; exact resume needs the same schedule (use a new out_dir to start over)"));
+  }
   // Another world size or grad_accum is fine when the global batch (rows per
   // step = batch_size x grad_accum x world) is the same: every rank draws the
   // whole global batch from the one packer cursor, so no row is repeated or skipped.
@@ -296,7 +350,7 @@ absl::Status Trainer::Resume(const std::string& dir) {
   const int64_t world = comm_->world_size();
   const int64_t saved_global = int64_t{a.batch_size()} * saved->grad_accum() * saved_world;
   const int64_t global = int64_t{b.batch_size()} * config_.grad_accum() * world;
-  if (saved_global != global) {
+  if (saved_global != global && !IsSftConfig(config_)) {  // SFT: rows per step come from data.sft alone
     const int64_t per = int64_t{b.batch_size()} * world;
     return absl::FailedPreconditionError(absl::StrCat(
         dir, ": the checkpoint's global batch is ", saved_global, " rows per step (batch_size ", a.batch_size(),
@@ -310,7 +364,7 @@ absl::Status Trainer::Resume(const std::string& dir) {
   }
   {
     const int64_t step = (*state)["step"].get<int64_t>();
-    if (state->contains("tokens_seen") &&
+    if (state->contains("tokens_seen") && !IsSftConfig(config_) &&
         (*state)["tokens_seen"].get<int64_t>() != step * saved_global * int64_t{a.seq_len()})
       return absl::DataLossError(absl::StrCat(state_path, ": field \"step\" (", step, ") and \"tokens_seen\" (",
                                               (*state)["tokens_seen"].get<int64_t>(), ") disagree: ", step,
@@ -338,6 +392,21 @@ absl::Status Trainer::Resume(const std::string& dir) {
     if (!cursor.ok()) return cursor.status();
     st = train_packer_->Seek(*cursor);
     if (!st.ok()) return st;
+    if (sft_schedule_ != nullptr) {
+      if (state->at("sft_examples").get<int64_t>() != sft_data_->n_examples() ||
+          state->at("sft_tokens").get<int64_t>() != sft_data_->n_tokens())
+        return absl::FailedPreconditionError(absl::StrCat(
+            dir, ": the checkpoint's SFT data had ", state->at("sft_examples").get<int64_t>(), " examples and ",
+            state->at("sft_tokens").get<int64_t>(), " tokens; ", SftDataFile(config_), " has ",
+            sft_data_->n_examples(), " and ", sft_data_->n_tokens(), ", so its schedule cursor does not apply"));
+      absl::StatusOr<SftScheduleCursor> sc = SftScheduleCursorFromJson(state->at("sft_cursor"));
+      if (!sc.ok()) return absl::DataLossError(absl::StrCat(state_path, ": ", sc.status().message()));
+      if (st = sft_schedule_->Seek(*sc); !st.ok())
+        return absl::DataLossError(absl::StrCat(state_path, ": sft_cursor: ", st.message()));
+      absl::StatusOr<SftScheduleCursor> last = SftScheduleCursorFromJson(state->at("sft_last_step_cursor"));
+      if (!last.ok()) return absl::DataLossError(absl::StrCat(state_path, ": ", last.status().message()));
+      batches_->set_sft_last_step_cursor(*last);
+    }
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat(state_path, ": ", e.what()));
   }
@@ -388,6 +457,13 @@ nlohmann::json Trainer::StateJson(const PackerCursor& last_batch_cursor) const {
   j["position_frequency"] = posfreq_->ToJson();
   j["data_docs"] = tokens_->n_docs();
   j["data_tokens"] = tokens_->n_tokens();
+  if (sft_schedule_ != nullptr) {
+    // SFT: the schedule's next step, where the last step's batch started, and the data it indexes.
+    j["sft_cursor"] = SftScheduleCursorToJson(sft_schedule_->cursor());
+    j["sft_last_step_cursor"] = SftScheduleCursorToJson(batches_->sft_last_step_cursor());
+    j["sft_examples"] = sft_data_->n_examples();
+    j["sft_tokens"] = sft_data_->n_tokens();
+  }
   return j;
 }
 
@@ -446,6 +522,11 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
                 dims_.name.c_str(), backend_->name().c_str(), dims_.layers,
                 LayerKindsString(dims_.kinds).c_str(), static_cast<long long>(model_->layout().total()),
                 config_.data().seq_len(), config_.data().batch_size(), accum, world);
+  if (rank == 0 && sft_schedule_ != nullptr)
+    std::printf("SFT: %s, %lld examples (%lld tokens, %lld with loss) from %s; seq/batch above are eval's\n",
+                SftScheduleSummary(sft_schedule_->options()).c_str(),
+                static_cast<long long>(sft_data_->n_examples()), static_cast<long long>(sft_data_->n_tokens()),
+                static_cast<long long>(sft_data_->n_loss_tokens()), SftDataFile(config_).c_str());
   if (rank == 0 && retrieval_ != nullptr)
     std::printf("retrieval rows: %.1f%% of rows, '%s' format, loss on %s, curriculum \"%s\"\n",
                 100.0 * config_.data().retrieval_fraction(), retrieval_->options().format.name.c_str(),
@@ -495,7 +576,7 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     ++steps_this_run;
     last_loss_ = r->loss;
     last_lr_ = lr;
-    tokens_seen_ += static_cast<int64_t>(micro.size()) * config_.data().seq_len() * config_.data().batch_size();
+    for (const PackedBatch& b : micro) tokens_seen_ += int64_t{b.batch_size} * b.seq_len;  // SFT: L varies per step
     ctx.tokens_seen = tokens_seen_;
     if (steps_this_run == 1) summary.first_loss = r->loss;
     const StepEvent event{*r, micro, last_batch_cursor, steps_this_run};

@@ -18,6 +18,8 @@
 #include "data/packer.h"
 #include "data/position_frequency.h"
 #include "data/retrieval_task_mixer.h"
+#include "data/sft_schedule.h"
+#include "data/sft_token_file.h"
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
 #include "kernels/backend.h"
@@ -97,6 +99,10 @@ class Trainer {
   // Retrieval rows mixed into training (null when data.retrieval_fraction is 0).
   std::unique_ptr<RetrievalMixer> retrieval_;
   std::unique_ptr<BatchSource> batches_;
+  // Supervised fine-tuning (data.sft; null otherwise): the examples and the
+  // length schedule the batch source draws every step from.
+  std::unique_ptr<SftDataset> sft_data_;
+  std::unique_ptr<SftSchedule> sft_schedule_;
   // The parallel strategy's seams (train_step.h): all-reduce + AdamW today.
   std::unique_ptr<GradientSync> gradient_sync_;
   std::unique_ptr<ParamUpdate> update_;

@@ -146,6 +146,8 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
     expect_scalar("train/lr", s, ev["lr"].get<double>());
     expect_scalar("train/grad_norm", s, ev["grad_norm"].get<double>());
     expect_scalar("train/tokens_per_s", s, ev["tokens_per_s"].get<double>());
+    expect_scalar("train/seq_len", s, ev["seq_len"].get<double>());
+    expect_scalar("train/loss_tokens", s, ev["loss_tokens"].get<double>());
   }
   EXPECT_EQ(counts["train/loss"], 3);
   std::vector<nlohmann::json> eval;
@@ -178,7 +180,7 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
       expect_scalar(absl::StrCat("posfreq/", kind, "/share_ge_half"), ev["step"].get<int64_t>(),
                     ev[kind]["share_ge_half"].get<double>());
   // Scalars only from those events: nothing extra.
-  size_t expected_scalars = 4 * train.size() + eval.size() + 6 * posfreq.size();
+  size_t expected_scalars = 6 * train.size() + eval.size() + 6 * posfreq.size();
   for (const auto& ev : probe) expected_scalars += 1 + 2 * ev["lengths"].size();
   EXPECT_EQ(scalars.size(), expected_scalars);
 

@@ -37,7 +37,16 @@ absl::Status MetricsHook::OnRunStart(HookContext& ctx) {
 absl::Status MetricsHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
   const TrainConfig& config = *ctx.config;
   const int64_t step = e.result.step, total_steps = config.steps();
-  window_tokens_ += static_cast<int64_t>(e.micro.size()) * config.data().seq_len() * config.data().batch_size();
+  // The step's own shape (under SFT the row length changes from step to step).
+  int64_t step_tokens = 0, step_rows = 0, loss_tokens = 0;
+  for (const PackedBatch& b : e.micro) {
+    step_rows += b.batch_size;
+    step_tokens += int64_t{b.batch_size} * b.seq_len;
+    loss_tokens += b.num_target_tokens;
+  }
+  const int32_t seq_len = e.micro.empty() ? config.data().seq_len() : e.micro[0].seq_len;
+  window_tokens_ += step_tokens;
+  window_seq_lens_.push_back(seq_len);
   ++window_steps_;
   if (step % config.log_every() != 0 && step != total_steps) return absl::OkStatus();
   const auto now = Clock::now();
@@ -52,9 +61,13 @@ absl::Status MetricsHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
     const double train_s = Seconds(ctx.run_start, now) - ctx.excluded_seconds;
     const double per_step = e.steps_this_run > 0 ? train_s / e.steps_this_run : 0;
     const double eta = per_step * static_cast<double>(total_steps - step);
-    std::printf("step %6lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | %.0f tok/s | %.1f s | ETA %s\n",
+    const std::string shape = config.data().sft().path().empty()
+                                  ? std::string()
+                                  : " | " + std::to_string(step_rows) + " x " + std::to_string(seq_len) + " (" +
+                                        std::to_string(loss_tokens) + " loss tokens)";
+    std::printf("step %6lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | %.0f tok/s | %.1f s | ETA %s%s\n",
                 static_cast<long long>(step), static_cast<long long>(total_steps), e.result.loss, e.result.lr,
-                e.result.grad_norm, tps, Seconds(ctx.run_start, now), FormatEta(eta).c_str());
+                e.result.grad_norm, tps, Seconds(ctx.run_start, now), FormatEta(eta).c_str(), shape.c_str());
     std::fflush(stdout);
     nlohmann::json ev = {{"kind", "train"},
                          {"step", step},
@@ -64,12 +77,18 @@ absl::Status MetricsHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
                          {"clip_scale", e.result.clip_scale},
                          {"tokens_seen", ctx.tokens_seen},
                          {"tokens_per_s", tps},
-                         {"comm_s", comm_s}};
+                         {"comm_s", comm_s},
+                         {"seq_len", seq_len},
+                         {"rows", step_rows},
+                         {"tokens", step_tokens},
+                         {"loss_tokens", loss_tokens}};
+    if (window_seq_lens_.size() > 1) ev["window_seq_lens"] = window_seq_lens_;
     absl::Status st = ctx.metrics->Write(ev);
     if (!st.ok()) return st;
   }
   window_tokens_ = 0;
   window_steps_ = 0;
+  window_seq_lens_.clear();
   window_start_ = Clock::now();
   excluded_at_window_start_ = ctx.excluded_seconds;
   return absl::OkStatus();

@@ -1,10 +1,16 @@
 // Why: the progress line (`step N/M | loss … | tok/s | elapsed | ETA`) and the "train" metrics
 // event, every log_every steps and at the last step. Runs on every rank (each
 // rank's TrainSummary reports its tokens/s); prints and writes on rank 0.
+// Each event carries the logged step's shape — "seq_len" (its row length, which
+// changes from step to step under SFT's length schedule), "rows", "tokens" and
+// "loss_tokens" (targets with loss: the response tokens in SFT) — and, when
+// log_every > 1, "window_seq_lens": the row length of every step since the
+// previous event, so metrics.jsonl records the length of every step.
 #ifndef LONGCTX_TRAIN_HOOKS_METRICS_HOOK_H_
 #define LONGCTX_TRAIN_HOOKS_METRICS_HOOK_H_
 
 #include <chrono>
+#include <vector>
 
 #include "train/hooks/hook.h"
 
@@ -22,6 +28,7 @@ class MetricsHook final : public Hook {
   double excluded_at_window_start_ = 0;
   int64_t window_tokens_ = 0;
   int64_t window_steps_ = 0;  // for "comm_s" (seconds per step in train/parallel's collectives)
+  std::vector<int32_t> window_seq_lens_;  // row length of each step in the window
 };
 
 }  // namespace longctx

@@ -50,7 +50,8 @@ absl::Status WriteMetricsEventToTensorBoard(EventFileWriter& w, const Json& ev, 
   absl::Status st;
   if (kind == "train") {
     for (const auto& [tag, key] : {std::pair{"train/loss", "loss"}, {"train/lr", "lr"},
-                                   {"train/grad_norm", "grad_norm"}, {"train/tokens_per_s", "tokens_per_s"}})
+                                   {"train/grad_norm", "grad_norm"}, {"train/tokens_per_s", "tokens_per_s"},
+                                   {"train/seq_len", "seq_len"}, {"train/loss_tokens", "loss_tokens"}})
       if (st = scalar(tag, ev, key); !st.ok()) return st;
   } else if (kind == "eval") {
     return scalar("eval/loss", ev, "loss");
