@@ -6,17 +6,21 @@
 // the softmax passes run on 8 lanes with the exp of attention_tiles_scalar.cc
 // lane by lane (the integer exponent added to the float's exponent bits, exact
 // like ldexp for the arguments that reach it). Only 256-bit intrinsics are
-// used; the target pragma comes after every #include (see the AVX-512 file).
+// used; the target pragma comes after every other #include (see the AVX-512
+// file).
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/attention_tiles.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-
+// no-avx512f: even in a -march=native build on an AVX-512 machine, this file's
+// code must be AVX2 code (VEX encodings, 16 ymm registers, no mask registers),
+// so that forcing this path here tests what an AVX2 machine runs. The pragma
+// comes before <immintrin.h> so the intrinsics are defined without AVX-512 too.
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,no-avx512f")
+#include <immintrin.h>
 
 namespace longctx::cpu {
 namespace {

@@ -98,7 +98,8 @@ inline void Rows(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
   switch ((rest + 15) / 16) {
     case 1: Strip<R, 1>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
     case 2: Strip<R, 2>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-    default: Strip<R, 3>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
+    case 3: Strip<R, 3>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
+    default: Strip<R, 4>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
   }
 }
 

@@ -4,7 +4,10 @@
 // silently wrong by a little. This file checks forward and backward against
 // the explicit-matrix double reference (tests/support/naive_attention.*), the
 // backward against central finite differences of the forward in F64, bitwise
-// determinism across runs and thread counts, and the online-softmax math.
+// determinism across runs and thread counts, and the online-softmax math; and
+// every tile-kernel path the CPU can run (AVX-512, AVX2, scalar:
+// kernels/cpu/attention_tiles.h) forced one at a time against the same
+// references and against each other.
 #include <omp.h>
 
 #include <algorithm>
@@ -108,6 +111,7 @@ struct Buffers {
   std::vector<T> qkv, dqkv, o, d_o, lse;
   std::vector<int32_t> cu;
   AttentionParams p;
+  cpu::AttentionConfig config;  // which tile kernels (ISA) run
 
   Buffers(const Case& c, const Inputs& in) : s(ShapeOf(c)), cu(s.cu_seqlens) {
     const int64_t n = s.n, h = s.heads, hkv = s.kv_heads, d = s.head_dim;
@@ -176,11 +180,11 @@ struct Buffers {
 
   void Forward() {
     CHECK_OK(p.Validate(false));
-    cpu::AttentionForward(p);
+    cpu::AttentionForward(p, config);
   }
   void Backward() {
     CHECK_OK(p.Validate(true));
-    cpu::AttentionBackward(p);
+    cpu::AttentionBackward(p, config);
   }
 
   // Padding columns of the fused/padded buffers still hold the sentinel.
@@ -241,10 +245,11 @@ double GradTol() {
 class AttentionCaseTest : public ::testing::TestWithParam<Case> {};
 
 template <class T>
-void CheckForward(const Case& c) {
+void CheckForward(const Case& c, cpu::AttentionIsa isa = cpu::AttentionIsa::kAuto) {
   const NaiveAttentionShape s = ShapeOf(c);
   const Inputs in = RandomInputs<T>(s, c.seed);
   Buffers<T> b(c, in);
+  b.config.isa = isa;
   b.Forward();
   std::vector<double> o(s.n * s.heads * s.head_dim), lse(s.heads * s.n);
   NaiveAttentionForward(s, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data());
@@ -254,10 +259,11 @@ void CheckForward(const Case& c) {
 }
 
 template <class T>
-void CheckBackward(const Case& c) {
+void CheckBackward(const Case& c, cpu::AttentionIsa isa = cpu::AttentionIsa::kAuto) {
   const NaiveAttentionShape s = ShapeOf(c);
   const Inputs in = RandomInputs<T>(s, c.seed + 1000);
   Buffers<T> b(c, in);
+  b.config.isa = isa;
   b.Forward();
   b.Backward();
   const int64_t nq = s.n * s.heads * s.head_dim, nk = s.n * s.kv_heads * s.head_dim;
@@ -276,6 +282,88 @@ TEST_P(AttentionCaseTest, BackwardF32MatchesNaive) { CheckBackward<float>(GetPar
 
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionCaseTest, ::testing::ValuesIn(AllCases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Every tile-kernel path this CPU can run (attention_tiles.h: AVX-512, AVX2,
+// scalar), forced one at a time, against the double reference on fresh
+// random inputs: causal full, sliding window, documents, GQA, head_dim 32, 64
+// and 128, lengths that are not multiples of the 64-row tile.
+std::vector<Case> IsaCases() {
+  std::vector<Case> cs;
+  cs.push_back({"FullD64L1000", {1000}, 2, 2, 64, 0, 0, false, 70});
+  cs.push_back({"FullD128Gqa", {333}, 4, 2, 128, 0, 0, false, 71});
+  cs.push_back({"FullD32DocsGqa", kDocs, 4, 1, 32, 0, 0, true, 72});
+  cs.push_back({"Window100D64Docs", {77, 500, 1, 130}, 4, 2, 64, 100, 0, false, 73});
+  cs.push_back({"Window64D128", {450}, 2, 1, 128, 64, 0, true, 74});
+  cs.push_back({"OddHeadDim13Window37", kDocs, 4, 2, 13, 37, 0, true, 75});
+  return cs;
+}
+
+struct IsaCase {
+  cpu::AttentionIsa isa;
+  Case c;
+};
+
+std::vector<IsaCase> AllIsaCases() {
+  std::vector<IsaCase> out;
+  for (cpu::AttentionIsa isa : {cpu::AttentionIsa::kAvx512, cpu::AttentionIsa::kAvx2, cpu::AttentionIsa::kScalar})
+    for (const Case& c : IsaCases()) out.push_back({isa, c});
+  return out;
+}
+
+class AttentionIsaTest : public ::testing::TestWithParam<IsaCase> {
+ protected:
+  void SetUp() override {
+    if (!cpu::AttentionIsaSupported(GetParam().isa))
+      GTEST_SKIP() << "this CPU cannot run the " << cpu::AttentionIsaName(GetParam().isa) << " tile kernels";
+  }
+};
+
+TEST_P(AttentionIsaTest, ForwardF32MatchesNaive) { CheckForward<float>(GetParam().c, GetParam().isa); }
+TEST_P(AttentionIsaTest, BackwardF32MatchesNaive) { CheckBackward<float>(GetParam().c, GetParam().isa); }
+
+INSTANTIATE_TEST_SUITE_P(Isas, AttentionIsaTest, ::testing::ValuesIn(AllIsaCases()),
+                         [](const ::testing::TestParamInfo<IsaCase>& info) {
+                           return std::string(cpu::AttentionIsaName(info.param.isa)) + "_" + info.param.c.name;
+                         });
+
+// The three paths compute every product as the same fused multiply-add chain
+// and the same exp lane by lane (attention_tiles.h), so their outputs agree
+// bit for bit; a path that reorders a sum or rounds differently fails here
+// even when it stays within the reference tolerance.
+TEST(AttentionIsa, PathsAgreeBitwise) {
+  for (const Case& c : IsaCases()) {
+    const NaiveAttentionShape s = ShapeOf(c);
+    const Inputs in = RandomInputs<float>(s, c.seed + 7);
+    std::vector<std::vector<double>> ref;
+    for (cpu::AttentionIsa isa : {cpu::AttentionIsa::kScalar, cpu::AttentionIsa::kAvx2, cpu::AttentionIsa::kAvx512}) {
+      if (!cpu::AttentionIsaSupported(isa)) continue;
+      Buffers<float> b(c, in);
+      b.config.isa = isa;
+      b.Forward();
+      b.Backward();
+      std::vector<std::vector<double>> got = {Buffers<float>::Get(b.p.o), Buffers<float>::Get(b.p.lse),
+                                              Buffers<float>::Get(b.p.dq), Buffers<float>::Get(b.p.dk),
+                                              Buffers<float>::Get(b.p.dv)};
+      if (ref.empty()) {
+        ref = got;
+        continue;
+      }
+      for (size_t t = 0; t < got.size(); ++t)
+        EXPECT_TRUE(got[t] == ref[t]) << c.name << ": output " << t << " (o, lse, dq, dk, dv) of "
+                                      << cpu::AttentionIsaName(isa) << " differs from the scalar path";
+    }
+  }
+}
+
+TEST(AttentionIsa, AutoIsTheBestSupportedAndScalarAlwaysRuns) {
+  EXPECT_TRUE(cpu::AttentionIsaSupported(cpu::AttentionIsa::kScalar));
+  const cpu::AttentionIsa best = cpu::BestAttentionIsa();
+  EXPECT_TRUE(cpu::AttentionIsaSupported(best));
+  EXPECT_STREQ(cpu::AttentionTileKernelsF32(cpu::AttentionIsa::kAuto).name, cpu::AttentionIsaName(best));
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    EXPECT_EQ(best, cpu::AttentionIsa::kAvx512);
+}
 
 // The reference itself: its backward is the gradient of its forward (so a
 // shared misconception between kernel and reference would have to survive
@@ -360,6 +448,11 @@ TEST(AttentionFiniteDifferences, GqaDocumentsStrided) {
 }
 TEST(AttentionFiniteDifferences, GqaKv1WindowDocuments) {
   CheckFiniteDifferences({"", kDocs, 4, 1, 24, 7, 0.2, false, 104});
+}
+// The one-pass backward's edges: a window (100) spanning three 64-key tiles,
+// four query heads writing dK/dV partials of one kv head.
+TEST(AttentionFiniteDifferences, GqaKv1Window100AcrossTiles) {
+  CheckFiniteDifferences({"", {200}, 4, 1, 16, 100, 0, true, 105});
 }
 
 // Each output element is owned by one work item with a fixed summation order,
