@@ -59,6 +59,12 @@ TEST(BenchTest, TinyModelJsonLineIsConsistent) {
               1e-6 * fpt);
   EXPECT_NEAR(j["fraction_of_peak"].get<double>(), j["gflops"].get<double>() / j["peak_gflops"].get<double>(),
               1e-9);
+  // An fp32 step is a fraction of the fp32 peak; the bf16 peak is measured in
+  // the same run where the CPU has bf16 dot products (0 otherwise).
+  EXPECT_EQ(j.value("peak_gflops", 0.0), j.value("peak_gflops_fp32", -1.0));
+  EXPECT_EQ(j.value("peak_kind", ""), "sgemm peak");
+  ASSERT_TRUE(j.contains("peak_gflops_bf16") && j["peak_gflops_bf16"].is_number()) << j.dump();
+  EXPECT_GE(j["peak_gflops_bf16"].get<double>(), 0.0);
   EXPECT_TRUE(std::isfinite(j.value("last_loss", NAN)));
 }
 
@@ -77,6 +83,10 @@ TEST(BenchTest, Bf16PrecisionIsReportedWithItsPath) {
   const nlohmann::json j = LastJsonLine(r.output);
   ASSERT_TRUE(j.is_object()) << r.output;
   EXPECT_EQ(j.value("precision", ""), "bf16");
+  // A bf16 step is a fraction of the bf16 peak where there is one, else of fp32.
+  const double bf16_peak = j.value("peak_gflops_bf16", -1.0);
+  EXPECT_EQ(j.value("peak_gflops", 0.0), bf16_peak > 0 ? bf16_peak : j.value("peak_gflops_fp32", -1.0)) << j.dump();
+  EXPECT_NEAR(j.value("fraction_of_peak", 0.0), j.value("gflops", 0.0) / j.value("peak_gflops", 1.0), 1e-9);
   const std::string path = j.value("matmul_path", "");
   EXPECT_TRUE(path.rfind("rounded-sgemm", 0) == 0 || path.rfind("onednn", 0) == 0) << path;
   EXPECT_TRUE(std::isfinite(j.value("last_loss", NAN)));
@@ -118,6 +128,12 @@ TEST(BenchTest, AttentionModeReportsLinearBytesPerLength) {
     EXPECT_GT(j.value("layer_ms_per_token", 0.0), 0) << j.dump();
     EXPECT_DOUBLE_EQ(j.value("attn_bytes_per_token", 0.0), rows[0].value("attn_bytes_per_token", -1.0)) << j.dump();
     EXPECT_EQ(j.value("window", -1), j.value("kind", "") == "swa" ? 16 : 0);
+    // fp32 run: a fraction of the fp32 GEMM peak measured in the same run.
+    EXPECT_EQ(j.value("precision", ""), "fp32");
+    EXPECT_GT(j.value("peak_gflops_fp32", 0.0), 0) << j.dump();
+    EXPECT_EQ(j.value("peak_gflops", 0.0), j.value("peak_gflops_fp32", -1.0));
+    EXPECT_NEAR(j.value("attn_fraction_of_peak", 0.0), j.value("attn_gflops", 0.0) / j.value("peak_gflops", 1.0),
+                1e-9);
   }
   // The 1-layer model's activation arena is linear in L too.
   EXPECT_DOUBLE_EQ(rows[1].value("layer_activation_bytes", 0.0), 2 * rows[0].value("layer_activation_bytes", 0.0));

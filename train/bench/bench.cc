@@ -26,6 +26,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
+#include "kernels/math/bf16.h"
 #include "kernels/status_macros.h"
 #include "model/config.h"
 #include "model/plan.h"
@@ -35,6 +36,7 @@
 #include "train/cli/commands.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
+#include "train/report/progress.h"
 #include "train/trainer.h"
 
 namespace longctx {
@@ -139,6 +141,51 @@ double MeasureSgemmPeakGflops(int n, int repeats, cpu::SgemmLibrary library) {
     if (r > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / s / 1e9);
   }
   return best;
+}
+
+double MeasureBf16PeakGflops(int n, int repeats) {
+  if (!BenchHasBf16Peak()) return 0.0;
+  std::vector<uint16_t> a(static_cast<size_t>(n) * n), b(a.size());
+  std::vector<float> c(a.size(), 0.f);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = math::F32ToBf16Bits(u(rng));
+    b[i] = math::F32ToBf16Bits(u(rng));
+  }
+  double best = 0;
+  for (int r = 0; r <= repeats; ++r) {  // r = 0 builds the primitive and warms caches, untimed
+    const auto t0 = Clock::now();
+    GemmParams p;
+    p.a = Tensor(a.data(), DType::kBF16, {n, n});
+    p.b = Tensor(b.data(), DType::kBF16, {n, n});
+    p.c = Tensor(c.data(), DType::kF32, {n, n});
+    cpu::OneDnnGemmBf16(p);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / s / 1e9);
+  }
+  return best;
+}
+
+bool BenchHasBf16Peak() { return cpu::CpuHasBf16DotProducts() && cpu::OneDnnBf16Available(); }
+
+GemmPeaks MeasureGemmPeaks() {
+  constexpr int kPeakN = 2048, kPeakRepeats = 15;  // ~2 s on 2 cores; best-of-many rides out a shared VM's noise
+  GemmPeaks p;
+  p.fp32_onednn = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOneDnn);
+  p.fp32_openblas = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOpenBlas);
+  p.fp32 = std::max(p.fp32_onednn, p.fp32_openblas);
+  p.fp32_source = absl::StrFormat("sgemm %d^3 best of %d: oneDNN %.1f, OpenBLAS %.1f GFLOP/s", kPeakN, kPeakRepeats,
+                                  p.fp32_onednn, p.fp32_openblas);
+  if (BenchHasBf16Peak()) {
+    p.bf16 = MeasureBf16PeakGflops(kPeakN, kPeakRepeats);
+    p.bf16_source = absl::StrFormat("oneDNN bf16 matmul %d^3 (fp32 accumulation) best of %d: %.1f GFLOP/s; kernels %s",
+                                    kPeakN, kPeakRepeats, p.bf16, cpu::OneDnnImplsUsed());
+  } else {
+    p.bf16_source = absl::StrCat("none: this CPU has no bf16 dot products (oneDNN ISA ", cpu::OneDnnCpuIsaName(),
+                                 "); bf16 fractions are against the sgemm peak");
+  }
+  return p;
 }
 
 namespace {
@@ -246,31 +293,40 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
     (*backend)->Synchronize();
     last_loss = loss_sum / static_cast<double>(tokens_per_step);
   };
-  for (int i = 0; i < warmup; ++i) step();
+  // Progress on stderr (stdout carries the table and the JSON): one line per
+  // step in logs, a live line on a terminal; then one for the GEMM peaks.
+  Progress progress("bench steps", warmup + steps, "steps", stderr);
+  for (int i = 0; i < warmup; ++i) {
+    step();
+    progress.Event(i + 1, absl::StrFormat("warm-up step %d/%d", i + 1, warmup));
+  }
   profiler.Reset();
   std::vector<double> seconds;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = Clock::now();
     step();
     seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    progress.Event(warmup + i + 1, absl::StrFormat("timed step %d/%d: %.3f s", i + 1, steps, seconds.back()));
   }
+  progress.Clear();
 
   // Peak RSS of the model's steps, read before the sgemm buffers (3 × 16 MiB)
   // exist, so they do not count.
   const double peak_rss_mb = PeakRssMb();
 
-  // (a) The machine: sgemm peak with the configured threads (CPU BLAS, also
-  // under the cuda backend, where it is not the device's peak), the better of
-  // the two libraries longctx can use, so the fraction of peak is against the
-  // best sgemm this machine has. Measured after the steps so its buffers stay
+  // (a) The machine: the GEMM peaks with the configured threads (CPU, also
+  // under the cuda backend, where they are not the device's peak): fp32 = the
+  // better sgemm of the two libraries longctx can use, bf16 = oneDNN's bf16
+  // matmul where the CPU has bf16 dot products; the step is a fraction of the
+  // one of its own precision. Measured after the steps so their buffers stay
   // out of peak_rss_mb.
-  constexpr int kPeakN = 2048, kPeakRepeats = 15;  // ~2 s on 2 cores; best-of-many rides out a shared VM's noise
-  const double peak_onednn = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOneDnn);
-  const double peak_openblas = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOpenBlas);
-  const double peak = std::max(peak_onednn, peak_openblas);
-  const std::string peak_source =
-      absl::StrFormat("sgemm %d^3 best of %d: oneDNN %.1f, OpenBLAS %.1f GFLOP/s", kPeakN, kPeakRepeats, peak_onednn,
-                      peak_openblas);
+  std::fprintf(stderr, "bench: measuring the GEMM peaks (fp32%s, 2048^3 best of 15 each) ...\n",
+               BenchHasBf16Peak() ? " and bf16" : "");
+  const GemmPeaks peaks = MeasureGemmPeaks();
+  const double peak_onednn = peaks.fp32_onednn, peak_openblas = peaks.fp32_openblas;
+  const double peak = peaks.Of(bf16);
+  const std::string peak_source = bf16 && peaks.bf16 > 0 ? peaks.bf16_source : peaks.fp32_source;
+  const char* peak_name = bf16 && peaks.bf16 > 0 ? "bf16 GEMM peak" : "sgemm peak";
 
   // (c) Report. (The bf16 path description names oneDNN's kernels once they ran.)
   const std::string matmul_path = (*backend)->MatmulDescription();
@@ -292,12 +348,15 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
               fc.matmul_per_token, fc.attention_per_token, fc.total_per_token, fc.standard_total_per_token);
   std::printf("  note: attention FLOPs are as computed: causal, and sliding-window layers count only the\n"
               "        keys inside the window (not the full T)\n");
-  std::printf("  %-34s %.1f GFLOP/s (%s)\n", "sgemm peak", peak, peak_source.c_str());
+  std::printf("  %-34s %.1f GFLOP/s (%s)\n", "fp32 GEMM peak", peaks.fp32, peaks.fp32_source.c_str());
+  std::printf("  %-34s %s\n", "bf16 GEMM peak",
+              peaks.bf16 > 0 ? absl::StrFormat("%.1f GFLOP/s (%s)", peaks.bf16, peaks.bf16_source).c_str()
+                             : peaks.bf16_source.c_str());
   std::printf("  %-34s median %.4f s, min %.4f s, max %.4f s (%d timed, %d warmup)\n", "step time", median,
               *std::min_element(seconds.begin(), seconds.end()), *std::max_element(seconds.begin(), seconds.end()),
               steps, warmup);
-  std::printf("  %-34s %.1f tokens/s, %.2f GFLOP/s = %.1f%% of sgemm peak\n", "achieved", tokens_per_s, gflops,
-              peak > 0 ? 100 * gflops / peak : 0.0);
+  std::printf("  %-34s %.1f tokens/s, %.2f GFLOP/s = %.1f%% of the %s (%s step)\n", "achieved", tokens_per_s, gflops,
+              peak > 0 ? 100 * gflops / peak : 0.0, peak_name, precision_name);
   std::printf("  %-34s %.1f MiB\n", "peak RSS (model steps)", peak_rss_mb);
   if (!std::isfinite(last_loss)) std::printf("  warning: last loss is %f\n", last_loss);
   double mean_step = 0;
@@ -334,6 +393,12 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   j["peak_source"] = peak_source;
   j["peak_gflops_onednn"] = peak_onednn;
   j["peak_gflops_openblas"] = peak_openblas;
+  j["peak_kind"] = peak_name;
+  j["peak_gflops_fp32"] = peaks.fp32;
+  j["peak_gflops_bf16"] = peaks.bf16;  // 0: no bf16 dot products on this CPU
+  j["peak_source_fp32"] = peaks.fp32_source;
+  j["peak_source_bf16"] = peaks.bf16_source;
+  j["fraction_of_fp32_peak"] = peaks.fp32 > 0 ? gflops / peaks.fp32 : 0.0;
   j["fraction_of_peak"] = peak > 0 ? gflops / peak : 0.0;
   j["peak_rss_mb"] = peak_rss_mb;
   j["last_loss"] = last_loss;

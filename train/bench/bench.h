@@ -1,9 +1,11 @@
 // Why: "how fast is a training step, and how close to the machine is it?" needs
 // one number that is comparable across configs and machines. `longctx bench`
-// measures the sgemm peak of this machine (the better of oneDNN and OpenBLAS),
-// then times full training steps
+// measures the GEMM peaks of this machine — fp32 (the better sgemm of oneDNN
+// and OpenBLAS) and, where the CPU has bf16 dot products, bf16 (oneDNN's bf16
+// matmul) — and times full training steps
 // (zero grads, ForwardBackward, AdamW) of the configured model on a synthetic
-// batch (no data file), and reports achieved FLOP/s against that peak. The
+// batch (no data file), and reports achieved FLOP/s against the peak of the
+// step's own precision (fp32 steps against fp32, bf16 against bf16). The
 // FLOP count is plan.h's CountTrainingFlops: 6 × matmul parameters plus the
 // attention actually computed (causal halving, sliding windows counted at their
 // window), so a windowed model is not credited with work it skips. With
@@ -30,6 +32,26 @@ namespace longctx {
 // Best-of-`repeats` GFLOP/s of an n×n×n F32 GEMM on `library` with the
 // current thread count (2·n³ FLOPs per call).
 double MeasureSgemmPeakGflops(int n, int repeats, cpu::SgemmLibrary library);
+
+// True where the CPU has bf16 dot products (AVX512-BF16 or AMX) and oneDNN
+// runs bf16 matmuls on them: only there is a bf16 peak measured.
+bool BenchHasBf16Peak();
+// Best-of-`repeats` GFLOP/s of an n×n×n oneDNN matmul of bf16 operands into
+// fp32 (the bf16 GEMM limit); 0 where BenchHasBf16Peak() is false.
+double MeasureBf16PeakGflops(int n, int repeats);
+
+// The two limits every fraction of peak is taken against, measured in the same
+// run as the figures: fp32 = the better sgemm (oneDNN or OpenBLAS), bf16 = the
+// oneDNN bf16 matmul (0 without bf16 dot products). A bf16 figure is a
+// fraction of `bf16`, an fp32 figure of `fp32` (Of says which).
+struct GemmPeaks {
+  double fp32 = 0, fp32_onednn = 0, fp32_openblas = 0, bf16 = 0;
+  std::string fp32_source, bf16_source;
+  // The peak a figure of this precision is measured against (bf16 without a
+  // bf16 peak: the fp32 one, since bf16 then runs on fp32 FMAs).
+  double Of(bool bf16_precision) const { return bf16_precision && bf16 > 0 ? bf16 : fp32; }
+};
+GemmPeaks MeasureGemmPeaks();  // 2048³, best of 15, each precision
 
 // `longctx bench --config FILE [--steps=N] [--warmup=N] [--precision=fp32|bf16]
 //   [--peer=pytorch [--peer_steps=N] [--peer_warmup=N] [--python=PATH] [--peer_script=PATH]]

@@ -12,7 +12,9 @@
 //      config's shape (norms, q|k|v, RoPE, attention, o, SwiGLU MLP) with a
 //      260-token vocabulary so the embedding and LM head are negligible,
 //      ForwardBackward (no optimizer), and its activation arena.
-// Each figure is the median of --repeats runs after one warm-up.
+// Each figure is the median of --repeats runs after one warm-up, and the
+// attention op's GFLOP/s is also a fraction of the GEMM peak of the run's
+// precision (--precision=bf16: the bf16 peak), measured in the same run.
 #include <omp.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "kernels/backend.h"
 #include "kernels/log.h"
@@ -40,6 +43,7 @@
 #include "train/cli/commands.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
+#include "train/report/progress.h"
 #include "train/trainer.h"
 
 namespace longctx {
@@ -200,8 +204,25 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   std::printf("  attention op = AttentionForward + AttentionBackward on one L-token segment; layer = 1-layer model\n"
               "  ForwardBackward (vocab 260); ms/token = median of %d after 1 warm-up, divided by L\n",
               repeats);
-  std::printf("  %-5s %7s %12s %12s %10s %12s %12s %12s %10s\n", "kind", "L", "attn ms/tok", "attn GFLOP/s",
-              "attn MiB", "attn B/tok", "layer ms/tok", "layer MiB", "RSS+ MiB");
+  // The limit of this run's precision, measured now (before the lengths, so a
+  // loaded machine shows in both alike): attention of a bf16 run is a fraction
+  // of the bf16 GEMM peak, of fp32 of the sgemm peak.
+  const bool bf16 = config->precision() == BF16;
+  if (bf16)
+    if (absl::Status pst = be->SetMatmulPrecision(MatmulPrecision::kBF16); !pst.ok()) return FailCommand(pst);
+  std::fprintf(stderr, "bench attention: measuring the GEMM peaks ...\n");
+  const GemmPeaks peaks = MeasureGemmPeaks();
+  const double peak = peaks.Of(bf16);
+  std::printf("  precision %s; fp32 GEMM peak %.1f GFLOP/s (%s); bf16 GEMM peak %s\n", bf16 ? "bf16" : "fp32",
+              peaks.fp32, peaks.fp32_source.c_str(),
+              peaks.bf16 > 0 ? absl::StrFormat("%.1f GFLOP/s (%s)", peaks.bf16, peaks.bf16_source).c_str()
+                             : peaks.bf16_source.c_str());
+  std::printf("  %-5s %7s %12s %12s %8s %10s %12s %12s %12s %10s\n", "kind", "L", "attn ms/tok", "attn GFLOP/s",
+              "of peak", "attn MiB", "attn B/tok", "layer ms/tok", "layer MiB", "RSS+ MiB");
+  int64_t total_runs = 0, runs_done = 0;
+  for (const std::string& k : kinds)
+    for (int64_t L : lengths) total_runs += (k == "swa" || L <= max_full_len) ? 1 : 0;
+  Progress progress("bench attention", total_runs, "lengths", stderr);
 
   nlohmann::ordered_json summary;
   summary["system"] = "longctx";
@@ -234,6 +255,11 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
       j["attn_ms_per_token"] = attn_s * 1e3 / static_cast<double>(L);
       j["attn_flops"] = attn_flops;
       j["attn_gflops"] = attn_flops / attn_s / 1e9;
+      j["precision"] = bf16 ? "bf16" : "fp32";
+      j["peak_gflops"] = peak;  // of this precision, measured in this run
+      j["peak_gflops_fp32"] = peaks.fp32;
+      j["peak_gflops_bf16"] = peaks.bf16;
+      j["attn_fraction_of_peak"] = peak > 0 ? attn_flops / attn_s / 1e9 / peak : 0.0;
       j["attn_bytes"] = a.bytes;
       j["attn_bytes_per_token"] = a.bytes / static_cast<double>(L);
       j["attn_rss_gain_mb"] = a.rss_gain_mb;
@@ -241,13 +267,16 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
       j["layer_activation_bytes"] = layer.activation_bytes;
       j["peak_rss_mb"] = PeakRssMb();
       j["loadavg_end"] = LoadAverage();
-      std::printf("  %-5s %7lld %12.4f %12.1f %10.1f %12.0f %12.4f %12.1f %10.1f\n", kind_name.c_str(),
+      progress.Clear();
+      std::printf("  %-5s %7lld %12.4f %12.1f %7.1f%% %10.1f %12.0f %12.4f %12.1f %10.1f\n", kind_name.c_str(),
                   static_cast<long long>(L), attn_s * 1e3 / static_cast<double>(L), attn_flops / attn_s / 1e9,
-                  a.bytes / (1024.0 * 1024.0), a.bytes / static_cast<double>(L),
+                  peak > 0 ? 100 * attn_flops / attn_s / 1e9 / peak : 0.0, a.bytes / (1024.0 * 1024.0), a.bytes / static_cast<double>(L),
                   layer.seconds * 1e3 / static_cast<double>(L), layer.activation_bytes / (1024.0 * 1024.0),
                   a.rss_gain_mb);
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
+      progress.Event(++runs_done, absl::StrFormat("%s L=%lld: %.1f GFLOP/s", kind_name, static_cast<long long>(L),
+                                                  attn_flops / attn_s / 1e9));
       attn_per_tok.push_back(attn_s / static_cast<double>(L));
       layer_per_tok.push_back(layer.seconds / static_cast<double>(L));
       bytes_per_tok.push_back(a.bytes / static_cast<double>(L));
@@ -270,6 +299,9 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
     k["attn_bytes_per_token_spread"] = spread(bytes_per_tok);
     summary[kind_name] = k;
   }
+  summary["precision"] = bf16 ? "bf16" : "fp32";
+  summary["peak_gflops_fp32"] = peaks.fp32;
+  summary["peak_gflops_bf16"] = peaks.bf16;
   summary["loadavg_end"] = LoadAverage();
   std::printf("%s\n", summary.dump().c_str());
   return 0;
