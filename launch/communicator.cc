@@ -32,6 +32,13 @@ std::string Communicator::Where() const {
   return absl::StrFormat("%s rank %d/%d", name(), rank(), world_size());
 }
 
+absl::Status Communicator::ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) {
+  if (dtype == DType::kF32) return ReduceScatterSum(static_cast<const float*>(full), n, static_cast<float*>(shard));
+  return absl::UnimplementedError(
+      absl::StrFormat("%s: ReduceScatterSum of %s elements is not implemented by the %s communicator", Where(),
+                      DTypeName(dtype), name()));
+}
+
 absl::StatusOr<bool> Communicator::AllAgree(bool local_ok) {
   int64_t v = local_ok ? 1 : 0;
   absl::Status st = AllReduce(&v, 1, ReduceOp::kMin);

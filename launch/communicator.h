@@ -89,6 +89,14 @@ class Communicator {
   // world_size()).size() floats, receives the sum over ranks of full[begin, end).
   // shard must not overlap full.
   virtual absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) = 0;
+  // The same for kF32 or kF64 elements (n of dtype; the gradient sum of
+  // train.proto's grad_sum_fp64 reduces doubles). The default handles kF32
+  // through the float overload and answers Unimplemented for others; Local,
+  // MPI and NCCL sum doubles.
+  virtual absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard);
+  absl::Status ReduceScatterSum(const double* full, int64_t n, double* shard) {
+    return ReduceScatterSum(full, n, DType::kF64, shard);
+  }
   // The inverse: shard holds this rank's ShardRange(n, ...) piece of a buffer of
   // n elements of `dtype`; full (n elements) receives every rank's piece in rank
   // order. In place when shard == full + begin (elements); otherwise they must

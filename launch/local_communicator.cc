@@ -4,6 +4,8 @@
 // nobody to wait for.
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 #include "launch/communicator.h"
 
 namespace longctx {
@@ -13,6 +15,7 @@ class LocalCommunicator final : public Communicator {
  public:
   using Communicator::AllGather;
   using Communicator::AllReduceSum;
+  using Communicator::ReduceScatterSum;
 
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
@@ -37,6 +40,15 @@ class LocalCommunicator final : public Communicator {
     if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
     if (absl::Status st = CheckCount(n, shard, "ReduceScatterSum"); !st.ok()) return st;
     if (n > 0 && shard != full) std::memmove(shard, full, static_cast<size_t>(n) * sizeof(float));
+    return absl::OkStatus();
+  }
+  absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) override {
+    if (dtype != DType::kF32 && dtype != DType::kF64)
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(), ": ReduceScatterSum sums f32 or f64 elements, not ", DTypeName(dtype)));
+    if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
+    if (absl::Status st = CheckCount(n, shard, "ReduceScatterSum"); !st.ok()) return st;
+    if (n > 0 && shard != full) std::memmove(shard, full, static_cast<size_t>(n) * DTypeSize(dtype));
     return absl::OkStatus();
   }
   absl::Status AllGather(const void* shard, int64_t n, DType dtype, void* full) override {

@@ -71,6 +71,7 @@ class MpiCommunicator final : public Communicator {
  public:
   using Communicator::AllGather;
   using Communicator::AllReduceSum;
+  using Communicator::ReduceScatterSum;
 
   MpiCommunicator(MPI_Comm comm, MPI_Comm local, int rank, int world, int local_rank, int local_world,
                   const MpiOptions& options)
@@ -118,10 +119,19 @@ class MpiCommunicator final : public Communicator {
   }
 
   absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) override {
+    return ReduceScatterSum(full, n, DType::kF32, shard);
+  }
+  absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) override {
+    if (dtype != DType::kF32 && dtype != DType::kF64)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: ReduceScatterSum sums f32 or f64 elements, not %s", Where(), DTypeName(dtype)));
+    const char* what = dtype == DType::kF32 ? "floats" : "doubles";
+    const MPI_Datatype type = ElementType(dtype);
+    const int64_t esz = static_cast<int64_t>(DTypeSize(dtype));
     if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
     const IndexRange mine = ShardRange(n, rank_, world_);
     if (absl::Status st = CheckCount(mine.size(), shard, "ReduceScatterSum"); !st.ok()) return st;
-    if (Overlap(full, n * 4, shard, mine.size() * 4))
+    if (Overlap(full, n * esz, shard, mine.size() * esz))
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: ReduceScatterSum: the shard buffer overlaps the full buffer (n=%d)", Where(), n));
     if (absl::Status st = CheckThread("ReduceScatterSum"); !st.ok()) return st;
@@ -129,18 +139,21 @@ class MpiCommunicator final : public Communicator {
     if (n <= max_count_) {
       std::vector<int> counts(world_);
       for (int r = 0; r < world_; ++r) counts[r] = static_cast<int>(ShardRange(n, r, world_).size());
-      return Check(MPI_Reduce_scatter(full, shard, counts.data(), MPI_FLOAT, MPI_SUM, comm_),
-                   absl::StrFormat("MPI_Reduce_scatter(%d floats)", n));
+      return Check(MPI_Reduce_scatter(full, shard, counts.data(), type, MPI_SUM, comm_),
+                   absl::StrFormat("MPI_Reduce_scatter(%d %s)", n, what));
     }
     // Too large for int counts: one reduce per shard owner, in chunks.
+    const char* full_bytes = static_cast<const char*>(full);
+    char* shard_bytes = static_cast<char*>(shard);
     for (int r = 0; r < world_; ++r) {
       const IndexRange range = ShardRange(n, r, world_);
       for (int64_t off = 0; off < range.size(); off += max_count_) {
         const int c = static_cast<int>(std::min(max_count_, range.size() - off));
-        if (absl::Status st = Check(MPI_Reduce(full + range.begin + off, r == rank_ ? shard + off : nullptr, c,
-                                               MPI_FLOAT, MPI_SUM, r, comm_),
-                                    absl::StrFormat("MPI_Reduce(ReduceScatterSum of %d floats, root %d, chunk at %d)",
-                                                    n, r, range.begin + off));
+        if (absl::Status st = Check(MPI_Reduce(full_bytes + (range.begin + off) * esz,
+                                               r == rank_ ? shard_bytes + off * esz : nullptr, c, type, MPI_SUM, r,
+                                               comm_),
+                                    absl::StrFormat("MPI_Reduce(ReduceScatterSum of %d %s, root %d, chunk at %d)", n,
+                                                    what, r, range.begin + off));
             !st.ok())
           return st;
       }

@@ -27,6 +27,7 @@ class NcclCommunicator final : public Communicator {
  public:
   using Communicator::AllGather;
   using Communicator::AllReduceSum;
+  using Communicator::ReduceScatterSum;
 
   NcclCommunicator(std::unique_ptr<Communicator> host, int gpu) : host_(std::move(host)), gpu_(gpu) {}
 
@@ -73,6 +74,14 @@ class NcclCommunicator final : public Communicator {
   }
 
   absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) override {
+    return ReduceScatterSum(full, n, DType::kF32, shard);
+  }
+  absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) override {
+    if (dtype != DType::kF32 && dtype != DType::kF64)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: ReduceScatterSum sums f32 or f64 elements, not %s", Where(), DTypeName(dtype)));
+    const char* what = dtype == DType::kF32 ? "floats" : "doubles";
+    const size_t esz = DTypeSize(dtype);
     if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
     const IndexRange mine = ShardRange(n, rank(), world_size());
     if (absl::Status st = CheckCount(mine.size(), shard, "ReduceScatterSum"); !st.ok()) return st;
@@ -80,24 +89,25 @@ class NcclCommunicator final : public Communicator {
     if (absl::Status st = CheckDevicePointer(full, "ReduceScatterSum"); !st.ok()) return st;
     if (n % world_size() == 0) {
       if (absl::Status st = CheckDevicePointer(shard, "ReduceScatterSum"); !st.ok()) return st;
-      return Run(ncclReduceScatter(full, shard, static_cast<size_t>(n / world_size()), ncclFloat32, ncclSum, comm_,
-                                   stream_),
-                 absl::StrFormat("ncclReduceScatter(%d floats)", n));
+      return Run(ncclReduceScatter(full, shard, static_cast<size_t>(n / world_size()), NcclType(dtype), ncclSum,
+                                   comm_, stream_),
+                 absl::StrFormat("ncclReduceScatter(%d %s)", n, what));
     }
     // Uneven shards (ncclReduceScatter needs equal ones): one reduce per owner,
     // grouped so NCCL runs them together.
+    const char* full_bytes = static_cast<const char*>(full);
     ncclGroupStart();
     for (int r = 0; r < world_size(); ++r) {
       const IndexRange range = ShardRange(n, r, world_size());
       if (range.size() == 0) continue;
-      ncclResult_t res = ncclReduce(full + range.begin, r == rank() ? shard : nullptr,
-                                    static_cast<size_t>(range.size()), ncclFloat32, ncclSum, r, comm_, stream_);
+      ncclResult_t res = ncclReduce(full_bytes + range.begin * esz, r == rank() ? shard : nullptr,
+                                    static_cast<size_t>(range.size()), NcclType(dtype), ncclSum, r, comm_, stream_);
       if (res != ncclSuccess) {
         ncclGroupEnd();
-        return Nccl(res, absl::StrFormat("ncclReduce(ReduceScatterSum of %d floats, root %d)", n, r));
+        return Nccl(res, absl::StrFormat("ncclReduce(ReduceScatterSum of %d %s, root %d)", n, what, r));
       }
     }
-    return Run(ncclGroupEnd(), absl::StrFormat("ReduceScatterSum(%d floats, uneven shards)", n));
+    return Run(ncclGroupEnd(), absl::StrFormat("ReduceScatterSum(%d %s, uneven shards)", n, what));
   }
 
   absl::Status AllGather(const void* shard, int64_t n, DType dtype, void* full) override {

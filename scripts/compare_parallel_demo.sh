@@ -12,7 +12,11 @@
 # (strategy_single_rank_test), and one run fewer per mode matters on 2 cores.
 # Logs go to $OUT (default runs/compare_parallel_demo).
 #   scripts/compare_parallel_demo.sh [BUILD_DIR] [MODES...]     (default: build ddp zero1 fsdp)
-# Environment: STEPS (50), LAYERS (8).
+# Environment: STEPS (50), LAYERS (8), THREADS (1: threads per rank on every
+# world size — a GEMM may round differently with another count, so runs meant
+# to agree bit for bit use the same; 0 = cores / local ranks, i.e. 2 threads
+# on 1 rank and 1 on 2 or 4), EXTRA (more parallel_train_check flags, e.g.
+# --fp64=false for the fp32 gradient sum).
 set -u
 cd "$(dirname "$0")/.."
 build="${1:-build}"; shift || true
@@ -23,7 +27,8 @@ bin="$build/tests/parallel/parallel_train_check"
 out="${OUT:-runs/compare_parallel_demo}"; mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 mpirun="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1"
-args=(--data=data/corpus/demo.ltok --layers="${LAYERS:-8}" --seq_len=256 --batch_size=2 --steps="${STEPS:-50}")
+args=(--data=data/corpus/demo.ltok --layers="${LAYERS:-8}" --seq_len=256 --batch_size=2 --steps="${STEPS:-50}"
+      --threads="${THREADS:-1}" ${EXTRA:-})
 start=$(date +%s)
 if ! $mpirun -np 1 "$bin" --mode=ddp "${args[@]}" > "$out/np1.txt" 2> "$out/np1.err"; then
   echo "compare_parallel_demo: FAIL: the 1-rank run exited non-zero"; cat "$out/np1.err"; exit 1

@@ -23,6 +23,8 @@ absl::Status AllReduceGradientSync::Reduce(ParamStore& grads) {
   return absl::OkStatus();
 }
 
+bool GradientSync::LocalFinite(ParamStore& grads) { return std::isfinite(grads.SumSquares()); }
+
 TrainStep::TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, GradientSync* sync,
                      ParamUpdate* update, NonfinitePolicy nonfinite)
     : model_(model),
@@ -51,24 +53,35 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
   if (target_tokens == 0) return absl::DataLossError(absl::StrCat("step ", step, ": batch has no target tokens"));
   const int world = comm_->world_size(), rank = comm_->rank();
   model_->grads().Zero();
+  sync_->BeginStep();
+  const bool inject = inject_step_ == step && inject_rank_ == rank;
+  if (inject) inject_step_ = 0;  // once: a skipped step is retried under the same number with the next batch
+  // The injected NaN gradient goes into the last local micro-batch's gradient
+  // (before EndMicroBatch, so an fp64 accumulator sees it too).
+  // Where the gradient storage is gone (FSDP freed it), the loss is made NaN instead.
+  bool injected = false;
+  auto inject_grad = [&] {
+    if (!model_->grads().allocated(0)) return;
+    model_->backend()->Fill(model_->grads().buffer(0), std::numeric_limits<double>::quiet_NaN());
+    injected = true;
+  };
   double loss_sum = 0;
-  for (int i = rank; i < static_cast<int>(micro.size()); i += world) {
+  const int n_micro = static_cast<int>(micro.size());
+  for (int i = rank; i < n_micro; i += world) {
     BatchTensors t = device_batch_->Upload(micro[i]);
+    sync_->BeginMicroBatch(model_->grads());
     loss_sum += model_->ForwardBackward(t, 1.0 / static_cast<double>(target_tokens), /*backward=*/true);
+    if (inject && inject_grad_ && i + world >= n_micro) inject_grad();
+    sync_->EndMicroBatch(model_->grads());
   }
   const bool check = nonfinite_.stop || nonfinite_.skip;
-  if (inject_step_ == step && inject_rank_ == rank) {
-    inject_step_ = 0;  // once: a skipped step is retried under the same number with the next batch
-    if (inject_grad_ && model_->grads().allocated(0))
-      model_->backend()->Fill(model_->grads().buffer(0), std::numeric_limits<double>::quiet_NaN());
-    else
-      loss_sum = std::numeric_limits<double>::quiet_NaN();
-  }
+  if (inject && inject_grad_ && rank >= n_micro) inject_grad();  // this rank had no micro-batch
+  if (inject && !injected) loss_sum = std::numeric_limits<double>::quiet_NaN();
   // This rank's own verdict, before any reduction (FSDP has reduced and freed
   // its layers' gradients by now: there the loss and the norm after the update
   // are what is checked).
   double sums[2] = {loss_sum, 0};
-  if (check && !(std::isfinite(loss_sum) && std::isfinite(model_->grads().SumSquares()))) sums[1] = 1;
+  if (check && !(std::isfinite(loss_sum) && sync_->LocalFinite(model_->grads()))) sums[1] = 1;
   if (absl::Status st = sync_->Reduce(model_->grads()); !st.ok()) return st;
   if (absl::Status st = comm_->AllReduceSum(sums, 2); !st.ok()) return st;
   const double loss = sums[0] / static_cast<double>(target_tokens);

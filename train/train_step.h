@@ -57,8 +57,19 @@ struct NonfinitePolicy {
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
+  // Before a step's first micro-batch (after grads are zeroed).
+  virtual void BeginStep() {}
+  // Around each local micro-batch's forward/backward. The default accumulates
+  // in place in `grads` (nothing to do); the fp64 gradient sum
+  // (train/parallel/grad_sum64.h) zeroes grads before each micro-batch and
+  // adds it to an fp64 accumulator after.
+  virtual void BeginMicroBatch(ParamStore& grads) { (void)grads; }
+  virtual void EndMicroBatch(ParamStore& grads) { (void)grads; }
+  // This rank's accumulated gradient is finite (before Reduce).
+  virtual bool LocalFinite(ParamStore& grads);
   // Called once per step after every local micro-batch's backward: `grads`
-  // holds this rank's sum; afterwards it holds what ParamUpdate reads.
+  // holds this rank's sum (or the sync's own accumulator does); afterwards
+  // `grads` holds what ParamUpdate reads.
   virtual absl::Status Reduce(ParamStore& grads) = 0;
 };
 
@@ -98,7 +109,8 @@ class TrainStep {
   TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, GradientSync* sync,
             ParamUpdate* update, NonfinitePolicy nonfinite);
 
-  // Zero grads; forward/backward of this rank's micro-batches with the loss
+  // Zero grads; forward/backward of this rank's micro-batches (each between
+  // the sync's BeginMicroBatch/EndMicroBatch) with the loss
   // scaled by 1 / target_tokens (the global count over all of `micro`);
   // reduce gradients and the loss sum; on a non-finite loss or gradient on any
   // rank stop or skip as the policy says (before any update; last_checkpoint is

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -120,6 +121,22 @@ void CheckShards(Communicator& c) {
     if (shard[mine.size()] != -7.0f) Fail(c, absl::StrFormat("ReduceScatterSum(%d) wrote past the shard", n));
     if (full != full_before) Fail(c, absl::StrFormat("ReduceScatterSum(%d) modified its input", n));
 
+    // Reduce-scatter of doubles (grad_sum_fp64): values no float can hold,
+    // summed exactly (every partial sum is representable in double).
+    {
+      const double tiny = std::ldexp(1.0, -30);  // sums < 2^14: 44 significant bits, exact in double
+      std::vector<double> f64(n), s64(mine.size() + 1, -7.0);
+      for (int64_t i = 0; i < n; ++i) f64[i] = Fill(r, i) + (r + 1) * tiny;
+      EXPECT_OK(c.ReduceScatterSum(f64.data(), n, s64.data()));
+      for (int64_t i = 0; i < mine.size(); ++i) {
+        const double want = static_cast<double>(FillSum(w, mine.begin + i)) + w * (w + 1) / 2 * tiny;
+        if (s64[i] != want)
+          Fail(c, absl::StrFormat("ReduceScatterSum(double, %d)[%d] = %.17g, expected %.17g", n, mine.begin + i,
+                                  s64[i], want));
+      }
+      if (s64[mine.size()] != -7.0) Fail(c, absl::StrFormat("ReduceScatterSum(double, %d) wrote past the shard", n));
+    }
+
     // All-gather (separate buffers): every element comes from its owner.
     std::vector<float> gathered(n, -1.0f);
     std::vector<float> mine_vals(mine.size());
@@ -209,6 +226,8 @@ void CheckErrors(Communicator& c) {
     std::vector<float> buf(16);
     expect_error(c.ReduceScatterSum(buf.data(), 16, buf.data()), absl::StatusCode::kInvalidArgument,
                  "ReduceScatterSum with the shard inside the input");
+    expect_error(c.ReduceScatterSum(buf.data(), 16, DType::kI32, buf.data() + 0), absl::StatusCode::kInvalidArgument,
+                 "ReduceScatterSum of int32");
     // MPI_THREAD_FUNNELED: a call from another thread is refused, not undefined.
     absl::Status from_thread;
     std::thread t([&] { from_thread = c.Barrier(); });

@@ -11,6 +11,8 @@
 // runs with 1, 2 and 4 ranks. --fail_rank R --fail_step S makes rank R find a
 // bad token id in its micro-batch at step S: it must end the whole job
 // non-zero with its message (AbortJob), never hang.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -28,6 +30,7 @@
 #include "tests/support/test_util.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
+#include "train/parallel/collectives.h"
 #include "train/parallel/parallel_strategy.h"
 #include "train/parallel/rank_threads.h"
 #include "train/trainer.h"
@@ -69,7 +72,17 @@ int Main(int argc, char** argv) {
       absl::StrCat("--data.batch_size=", Arg(argc, argv, "batch_size", "8")),
       absl::StrCat("--data.seq_len=", Arg(argc, argv, "seq_len", "256")),
       absl::StrCat("--fsdp_reshard_after_forward=", Arg(argc, argv, "reshard", "true")),
-      absl::StrCat("--grad_accum=", global_micro / world)};
+      absl::StrCat("--grad_accum=", global_micro / world),
+      absl::StrCat("--grad_sum_fp64=", Arg(argc, argv, "fp64", "true")),
+      absl::StrCat("--precision=", Arg(argc, argv, "precision", "FP32")),
+      absl::StrCat("--fsdp_gather_bf16=", Arg(argc, argv, "gather_bf16", "true"))};
+  // --lr=X (a high rate makes the loss spike that amplifies summation-order
+  // differences: the cheap ctest case of compare_runs.sh).
+  if (const std::string lr = Arg(argc, argv, "lr", ""); !lr.empty()) overrides.push_back("--optim.lr=" + lr);
+  // --threads=N per rank (0: cores / local ranks). Runs compared bit for bit
+  // need the same count: a GEMM may round differently with another.
+  overrides.push_back(absl::StrCat("--threads=", Arg(argc, argv, "threads", "0")));
+  overrides.push_back("--force_threads=true");
   // Each rank writes the same deterministic corpus into its own directory,
   // unless --data names a token file (scripts/compare_parallel_demo.sh: the
   // demo corpus itself).
@@ -80,10 +93,13 @@ int Main(int argc, char** argv) {
     Check(testing::WriteByteTokenCorpus(dir / "text", corpus, 120, 3));
   }
   overrides.push_back("--data.path=" + corpus);
-  absl::StatusOr<TrainConfig> config = LoadTrainConfig(testing::SourcePath("configs/demo.textproto"), overrides);
+  // --config=FILE (default configs/demo.textproto; scripts/bench_parallel.sh: ref-b).
+  const std::string config_path = Arg(argc, argv, "config", "");
+  absl::StatusOr<TrainConfig> config =
+      LoadTrainConfig(config_path.empty() ? testing::SourcePath("configs/demo.textproto") : config_path, overrides);
   Check(config.status());
 
-  absl::StatusOr<RankThreads> threads = ChooseThreadsPerRank(config->threads(), comm.local_world_size(), 0, false);
+  absl::StatusOr<RankThreads> threads = ChooseThreadsPerRank(config->threads(), comm.local_world_size(), 0, config->force_threads());
   Check(threads.status());
   if (rank == 0 && !threads->warning.empty()) std::fprintf(stderr, "%s\n", threads->warning.c_str());
 
@@ -91,6 +107,7 @@ int Main(int argc, char** argv) {
   Check(dims.status());
   std::unique_ptr<Backend> be = MakeCpuBackend();
   Check(be->SetThreads(threads->threads));
+  if (config->precision() == BF16) Check(be->SetMatmulPrecision(MatmulPrecision::kBF16));
   Transformer model(*dims, be.get(), DType::kF32);
   absl::StatusOr<std::unique_ptr<TokenDataset>> data = OpenTrainingData(*config);
   Check(data.status());
@@ -121,8 +138,11 @@ int Main(int argc, char** argv) {
         if (id < 0 || id >= dims->vocab)
           AbortJob(absl::InvalidArgumentError(absl::StrFormat(
               "step %d: micro-batch %d has token id %d outside the vocabulary [0, %d)", step, i, id, dims->vocab)));
+      (*strategy)->BeginMicroBatch();
       loss_sum += model.ForwardBackward(device_batch.Upload(micro[i]), 1.0 / static_cast<double>(target_tokens), true);
+      (*strategy)->EndMicroBatch();
     }
+    TakeCommSeconds();
     Check((*strategy)->FinishBackward());
     Check(comm.AllReduceSum(&loss_sum, 1));
     const double lr = WarmupCosineLr(step, config->optim().lr(), config->optim().min_lr(),
@@ -140,13 +160,34 @@ int Main(int argc, char** argv) {
         AbortJob(absl::InternalError(absl::StrFormat("DDP: parameters differ across ranks after step %d "
                                                      "(rank hash %016x)", step, hash)));
     }
+    const double comm_s = TakeCommSeconds();  // the gradient sum and the update's collectives
     if (rank == 0)
-      std::printf("step %d loss %.17g grad_norm %.17g hash %016llx\n", step, loss_sum / target_tokens,
-                  stats->grad_norm, static_cast<unsigned long long>(hash));
+      std::printf("step %d loss %.17g grad_norm %.17g hash %016llx comm_s %.4f\n", step, loss_sum / target_tokens,
+                  stats->grad_norm, static_cast<unsigned long long>(hash), comm_s);
+  }
+  // --sync_repeats=N: the gradient sum of the last step again, N times, each
+  // after a barrier (no rank waits for another inside it): the cost of the
+  // collectives themselves, against the step's comm_s that includes waiting
+  // (docs/BENCHMARKS.md, the overlap argument). DDP and ZeRO-1 only (FSDP
+  // reduces inside the backward).
+  const int sync_repeats = IntArg(argc, argv, "sync_repeats", 0);
+  if (sync_repeats > 0 && (*strategy)->name() != std::string("FSDP")) {
+    std::vector<double> t;
+    for (int k = 0; k < sync_repeats; ++k) {
+      Check(comm.Barrier());
+      TakeCommSeconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      Check((*strategy)->FinishBackward());
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    if (rank == 0)
+      std::printf("sync_alone_s %.4f (median of %d, after a barrier)\n", t[t.size() / 2], sync_repeats);
   }
   if (rank == 0)
-    std::printf("parallel_train_check: %s world %d: %d steps, state %lld bytes on rank 0\n", (*strategy)->name(),
-                world, steps, static_cast<long long>((*strategy)->state_bytes()));
+    std::printf("parallel_train_check: %s world %d: %d steps, %d threads per rank, grad_sum_fp64 %d, state %lld bytes "
+                "on rank 0\n", (*strategy)->name(), world, steps, threads->threads, config->grad_sum_fp64() ? 1 : 0,
+                static_cast<long long>((*strategy)->state_bytes()));
   std::fflush(stdout);
   return 0;
 }

@@ -2,6 +2,9 @@
 // and FSDP (gathers and reduce-scatters are copies, one shard = the whole
 // buffer) give the DDP/AdamW parameters bit for bit with one micro-batch per
 // step, and FSDP holds no full parameter or gradient buffer between steps.
+// With grad_sum_fp64 several micro-batches a step still agree bit for bit
+// across modes, and the summed gradient is checked against a double-precision
+// sum of separately computed micro-batch gradients.
 // FSDP initialising its shards itself (Setup(seed): GenerateInitialParams,
 // model/param_layout.h) must give Transformer::InitParams' values bit for bit.
 #include <cstring>
@@ -60,8 +63,9 @@ Batch MakeBatch(int seed) {
 }
 
 std::vector<std::vector<float>> Train(ParallelMode mode, bool reshard, std::vector<double>* losses,
-                                      bool strategy_inits = false) {
-  const TrainConfig c = Config(mode, reshard);
+                                      bool strategy_inits = false, int micro = 1, bool fp64 = true) {
+  TrainConfig c = Config(mode, reshard);
+  c.set_grad_sum_fp64(fp64);
   absl::StatusOr<ModelDims> d = ResolveModelConfig(c.model());
   EXPECT_TRUE(d.ok());
   std::unique_ptr<Backend> be = MakeCpuBackend();
@@ -73,8 +77,14 @@ std::vector<std::vector<float>> Train(ParallelMode mode, bool reshard, std::vect
   EXPECT_TRUE((*s)->Setup(strategy_inits ? std::optional<uint64_t>(9) : std::nullopt).ok());
   for (int step = 1; step <= 4; ++step) {
     (*s)->BeginStep();
-    Batch b = MakeBatch(step);
-    losses->push_back(model.ForwardBackward(b.t(), 1.0 / 20, true));
+    double loss = 0;
+    for (int k = 0; k < micro; ++k) {
+      Batch b = MakeBatch(step * 10 + k);
+      (*s)->BeginMicroBatch();
+      loss += model.ForwardBackward(b.t(), 1.0 / (20 * micro), true);
+      (*s)->EndMicroBatch();
+    }
+    losses->push_back(loss);
     EXPECT_TRUE((*s)->FinishBackward().ok());
     absl::StatusOr<StepStats> st = (*s)->OptimizerStep(1e-2);
     EXPECT_TRUE(st.ok());
@@ -105,6 +115,100 @@ TEST(StrategySingleRankTest, Zero1AndFsdpEqualDdpBitForBit) {
     for (size_t b = 0; b < p.size(); ++b)
       EXPECT_EQ(0, std::memcmp(p[b].data(), ddp[b].data(), p[b].size() * sizeof(float)))
           << ParallelMode_Name(mode) << " reshard " << reshard << " strategy inits " << inits << " buffer " << b;
+  }
+}
+
+// grad_sum_fp64 with one micro-batch changes nothing: fp32 -> fp64 -> fp32 of
+// one term is exact, so every mode equals the fp32 path bit for bit.
+TEST(StrategySingleRankTest, OneMicroBatchFp64SumEqualsFp32Path) {
+  std::vector<double> ref_losses;
+  const auto ref = Train(DDP, true, &ref_losses, false, 1, /*fp64=*/false);
+  for (ParallelMode mode : {DDP, ZERO1, FSDP}) {
+    std::vector<double> losses;
+    const auto p = Train(mode, true, &losses, false, 1, /*fp64=*/true);
+    EXPECT_EQ(losses, ref_losses) << ParallelMode_Name(mode);
+    for (size_t b = 0; b < p.size(); ++b)
+      EXPECT_EQ(0, std::memcmp(p[b].data(), ref[b].data(), p[b].size() * sizeof(float)))
+          << ParallelMode_Name(mode) << " buffer " << b;
+  }
+}
+
+// Three micro-batches a step: the modes still agree bit for bit, FSDP summing
+// per layer in its hook and DDP/ZeRO-1 in their fp64 accumulators.
+TEST(StrategySingleRankTest, MicroBatchesFp64ModesAgreeBitForBit) {
+  std::vector<double> ddp_losses;
+  const auto ddp = Train(DDP, true, &ddp_losses, false, 3);
+  for (auto [mode, reshard] : {std::tuple{ZERO1, true}, std::tuple{FSDP, true}, std::tuple{FSDP, false}}) {
+    std::vector<double> losses;
+    const auto p = Train(mode, reshard, &losses, false, 3);
+    EXPECT_EQ(losses, ddp_losses) << ParallelMode_Name(mode) << " reshard " << reshard;
+    for (size_t b = 0; b < p.size(); ++b)
+      EXPECT_EQ(0, std::memcmp(p[b].data(), ddp[b].data(), p[b].size() * sizeof(float)))
+          << ParallelMode_Name(mode) << " reshard " << reshard << " buffer " << b;
+  }
+}
+
+// The reduced gradient is the fp32 rounding of the fp64 sum of the
+// micro-batch gradients, each computed alone (an independent reference: a
+// second model, every micro-batch from zeroed gradients, summed on the host
+// in double) — checked for DDP; ZeRO-1 and FSDP equal DDP bit for bit (above).
+TEST(StrategySingleRankTest, Fp64SumIsTheRoundedDoubleSumOfMicroBatchGradients) {
+  constexpr int kMicro = 4;
+  const TrainConfig c0 = Config(DDP, true);
+  absl::StatusOr<ModelDims> d = ResolveModelConfig(c0.model());
+  ASSERT_TRUE(d.ok());
+  std::unique_ptr<Backend> be = MakeCpuBackend();
+  // Reference.
+  Transformer ref(*d, be.get(), DType::kF32);
+  ref.InitParams(9);
+  std::vector<std::vector<double>> sum(ref.layout().num_buffers());
+  for (int b = 0; b < ref.layout().num_buffers(); ++b) sum[b].assign(ref.layout().buffer_size(b), 0.0);
+  std::vector<float> host;
+  for (int k = 0; k < kMicro; ++k) {
+    ref.grads().Zero();
+    Batch batch = MakeBatch(100 + k);
+    ref.ForwardBackward(batch.t(), 1.0 / (20 * kMicro), true);
+    for (int b = 0; b < ref.layout().num_buffers(); ++b) {
+      host.resize(ref.layout().buffer_size(b));
+      ref.grads().CopyToHost(b, host.data());
+      for (size_t i = 0; i < host.size(); ++i) sum[b][i] += host[i];
+    }
+  }
+  // Through DDP's strategy, with grad_sum_fp64 (must equal the reference) and
+  // without (fp32 accumulation in place: must differ somewhere, else this
+  // test could not tell the two sums apart).
+  for (bool fp64 : {true, false}) {
+    TrainConfig c = c0;
+    c.set_grad_sum_fp64(fp64);
+    Transformer model(*d, be.get(), DType::kF32);
+    model.InitParams(9);
+    std::unique_ptr<Communicator> comm = MakeLocalCommunicator();
+    absl::StatusOr<std::unique_ptr<ParallelStrategy>> s = MakeParallelStrategy(c, &model, comm.get());
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Setup(std::nullopt).ok());
+    (*s)->BeginStep();
+    for (int k = 0; k < kMicro; ++k) {
+      Batch batch = MakeBatch(100 + k);
+      (*s)->BeginMicroBatch();
+      model.ForwardBackward(batch.t(), 1.0 / (20 * kMicro), true);
+      (*s)->EndMicroBatch();
+    }
+    ASSERT_TRUE((*s)->LocalGradientsFinite());
+    ASSERT_TRUE((*s)->FinishBackward().ok());
+    int64_t differ = 0;
+    for (int b = 0; b < model.layout().num_buffers(); ++b) {
+      host.resize(model.layout().buffer_size(b));
+      model.grads().CopyToHost(b, host.data());
+      for (size_t i = 0; i < host.size(); ++i) {
+        if (host[i] != static_cast<float>(sum[b][i])) ++differ;
+        if (fp64) {
+          ASSERT_EQ(host[i], static_cast<float>(sum[b][i])) << "buffer " << b << " element " << i;
+        }
+      }
+    }
+    if (!fp64) {
+      EXPECT_GT(differ, 0) << "fp32 in-place accumulation matched the rounded fp64 sum everywhere";
+    }
   }
 }
 

@@ -32,6 +32,7 @@ using ::longctx::testing::TempDir;
 // The local (identity) communicator, reporting another rank and world size.
 class FakeRankCommunicator final : public Communicator {
  public:
+  using Communicator::ReduceScatterSum;
   FakeRankCommunicator(int rank, int world) : rank_(rank), world_(world), local_(MakeLocalCommunicator()) {}
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
@@ -50,6 +51,12 @@ class FakeRankCommunicator final : public Communicator {
   absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) override {
     const IndexRange r = ShardRange(n, rank_, world_);
     std::memcpy(shard, full + r.begin, sizeof(float) * r.size());
+    return absl::OkStatus();
+  }
+  absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) override {
+    const IndexRange r = ShardRange(n, rank_, world_);
+    const size_t elem = DTypeSize(dtype);
+    std::memcpy(shard, static_cast<const char*>(full) + r.begin * elem, elem * r.size());
     return absl::OkStatus();
   }
   absl::Status AllGather(const void* shard, int64_t n, DType dtype, void* full) override {

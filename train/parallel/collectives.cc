@@ -32,8 +32,11 @@ absl::Status ReduceScatterSum(Communicator& comm, Backend& be, const Tensor& ful
   if (shard.numel() != r.size())
     return absl::InvalidArgumentError(absl::StrCat("ReduceScatterSum: ", comm.Where(), " owns ", r.size(), " of ",
                                                    full.numel(), " elements, the shard has ", shard.numel()));
+  if (full.dtype != shard.dtype || (full.dtype != DType::kF32 && full.dtype != DType::kF64))
+    return absl::InvalidArgumentError(absl::StrCat("ReduceScatterSum: ", comm.Where(), " sums f32 or f64 tensors of one dtype, got ",
+                                                   DTypeName(full.dtype), " into ", DTypeName(shard.dtype)));
   CommTimer timer;
-  return comm.ReduceScatterSum(full.as<float>(), full.numel(), shard.as<float>());
+  return comm.ReduceScatterSum(full.data, full.numel(), full.dtype, shard.data);
 }
 
 absl::Status AllGather(Communicator& comm, Backend& be, const Tensor& shard, const Tensor& full) {

@@ -21,7 +21,8 @@ namespace longctx {
 
 // full: 1-D [n], every rank's contribution (read only). shard: 1-D
 // [ShardOf(n, rank, world).size()], not overlapping full, receives the sum
-// over ranks of full's elements in this rank's range.
+// over ranks of full's elements in this rank's range. Both kF32 or both kF64
+// (the fp64 gradient sum, grad_sum64.h).
 absl::Status ReduceScatterSum(Communicator& comm, Backend& be, const Tensor& full, const Tensor& shard);
 
 // shard: this rank's range (may alias that range of full). full: 1-D [n],

@@ -3,12 +3,15 @@
 #include "train/parallel/parallel_strategy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/log.h"
+#include "train/parallel/bf16_gather.h"
 #include "train/parallel/collectives.h"
+#include "train/parallel/grad_sum64.h"
 
 namespace longctx {
 
@@ -72,34 +75,28 @@ class DdpStrategy : public ParallelStrategy {
  public:
   DdpStrategy(const TrainConfig& c, Transformer* m, Communicator* comm)
       : model_(m), comm_(comm),
-        opt_(std::make_unique<AdamW>(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c))) {}
+        opt_(std::make_unique<AdamW>(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c))) {
+    if (c.grad_sum_fp64()) sum64_ = std::make_unique<Fp64GradSum>(m->backend(), &m->layout());
+  }
   absl::Status Setup(std::optional<uint64_t> init_seed) override {
     if (init_seed) model_->InitParams(*init_seed);
     return absl::OkStatus();
   }
-  void BeginStep() override { model_->grads().Zero(); }
+  void BeginStep() override {
+    model_->grads().Zero();
+    if (sum64_) sum64_->BeginStep();
+  }
+  void BeginMicroBatch() override {
+    if (sum64_) sum64_->BeginMicroBatch(model_->grads());
+  }
+  void EndMicroBatch() override {
+    if (sum64_) sum64_->EndMicroBatch(model_->grads());
+  }
+  bool LocalGradientsFinite() override {
+    return sum64_ ? sum64_->LocalFinite(model_->grads()) : std::isfinite(model_->grads().SumSquares());
+  }
   absl::Status FinishBackward() override {
-    Backend& be = *model_->backend();
-    for (int b = 0; b < model_->layout().num_buffers(); ++b) {
-      const Tensor g = model_->grads().buffer(b);
-      absl::Status st;
-      if (comm_->world_size() == 1) {
-        st = comm_->AllReduceSum(g);  // today's single-process path (identity)
-      } else {
-        // Reduce-scatter then all-gather: each element is summed once (into
-        // its owner's shard) and every rank receives a copy of those bits, so
-        // the replicated AdamW keeps the parameters bitwise equal on every
-        // rank (an all-reduce does not promise identical bits on all ranks).
-        const int64_t n = ShardOf(g.numel(), comm_->rank(), comm_->world_size()).size();
-        if (tmp_.bytes() < static_cast<size_t>(n) * sizeof(float))
-          tmp_ = DeviceBuffer(&be, static_cast<size_t>(n) * sizeof(float));
-        const Tensor mine(tmp_.data(), DType::kF32, {n}, be.device());
-        st = ReduceScatterSum(*comm_, be, g, mine);
-        if (st.ok()) st = AllGather(*comm_, be, mine, g);
-      }
-      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("DDP gradient sync, buffer ", b, ": ", st.message()));
-    }
-    return absl::OkStatus();
+    return SumReplicatedGradients(*comm_, *model_->backend(), model_->grads(), sum64_.get(), &tmp_);
   }
   absl::StatusOr<StepStats> OptimizerStep(double lr) override {
     return opt_->Step(model_->params(), model_->grads(), lr);
@@ -123,7 +120,7 @@ class DdpStrategy : public ParallelStrategy {
   void set_optimizer_step(int64_t s) override { opt_->set_step(s); }
   int64_t state_bytes() const override {
     return model_->params().allocated_bytes() + model_->grads().allocated_bytes() + opt_->m().allocated_bytes() +
-           opt_->v().allocated_bytes();
+           opt_->v().allocated_bytes() + (sum64_ ? sum64_->bytes() : 0);
   }
   const char* name() const override { return "DDP"; }
 
@@ -131,7 +128,8 @@ class DdpStrategy : public ParallelStrategy {
   Transformer* model_;
   Communicator* comm_;
   std::unique_ptr<AdamW> opt_;
-  DeviceBuffer tmp_;  // one reduced shard, the largest buffer's
+  std::unique_ptr<Fp64GradSum> sum64_;  // grad_sum_fp64
+  DeviceBuffer tmp_;  // fp32 path: one reduced shard, the largest buffer's
 };
 
 // ---------------------------------------------------------------- ZeRO-1 and FSDP
@@ -188,15 +186,29 @@ class Zero1Strategy : public ShardedStrategyBase {
       : ShardedStrategyBase(c, m, comm), config_(c) {
     for (int b = 0; b < opt_.num_buffers(); ++b)
       grad_shards_.emplace_back(m->backend(), static_cast<size_t>(opt_.range(b).size()) * sizeof(float));
+    if (c.grad_sum_fp64()) sum64_ = std::make_unique<Fp64GradSum>(m->backend(), &m->layout());
   }
   absl::Status Setup(std::optional<uint64_t> init_seed) override {
     if (init_seed) model_->InitParams(*init_seed);
     return absl::OkStatus();
   }
-  void BeginStep() override { model_->grads().Zero(); }
+  void BeginStep() override {
+    model_->grads().Zero();
+    if (sum64_) sum64_->BeginStep();
+  }
+  void BeginMicroBatch() override {
+    if (sum64_) sum64_->BeginMicroBatch(model_->grads());
+  }
+  void EndMicroBatch() override {
+    if (sum64_) sum64_->EndMicroBatch(model_->grads());
+  }
+  bool LocalGradientsFinite() override {
+    return sum64_ ? sum64_->LocalFinite(model_->grads()) : std::isfinite(model_->grads().SumSquares());
+  }
   absl::Status FinishBackward() override {
     for (int b = 0; b < opt_.num_buffers(); ++b) {
-      absl::Status st = ReduceScatterSum(*comm_, *model_->backend(), model_->grads().buffer(b), GradShard(b));
+      absl::Status st = sum64_ ? sum64_->ReduceScatter(*comm_, model_->grads(), b, GradShard(b))
+                               : ReduceScatterSum(*comm_, *model_->backend(), model_->grads().buffer(b), GradShard(b));
       if (!st.ok()) return absl::Status(st.code(), absl::StrCat("ZeRO-1 reduce-scatter, buffer ", b, ": ", st.message()));
     }
     return absl::OkStatus();
@@ -220,6 +232,7 @@ class Zero1Strategy : public ShardedStrategyBase {
   int64_t state_bytes() const override {
     int64_t g = 0;
     for (const DeviceBuffer& d : grad_shards_) g += d.bytes();
+    if (sum64_) g += sum64_->bytes();
     return model_->params().allocated_bytes() + model_->grads().allocated_bytes() + g + opt_.state_bytes();
   }
   const char* name() const override { return "ZERO1"; }
@@ -231,18 +244,23 @@ class Zero1Strategy : public ShardedStrategyBase {
   Tensor ParamRange(int b) const override { return RangeView(model_->params().buffer(b), opt_.range(b)); }
   TrainConfig config_;
   std::vector<DeviceBuffer> grad_shards_;
+  std::unique_ptr<Fp64GradSum> sum64_;  // grad_sum_fp64
 };
 
 // ---------------------------------------------------------------- FSDP
 class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
  public:
   FsdpStrategy(const TrainConfig& c, Transformer* m, Communicator* comm)
-      : ShardedStrategyBase(c, m, comm), reshard_after_forward_(c.fsdp_reshard_after_forward()) {
+      : ShardedStrategyBase(c, m, comm), reshard_after_forward_(c.fsdp_reshard_after_forward()),
+        reducer_(m->backend()) {
     for (int b = 0; b < opt_.num_buffers(); ++b) {
       const size_t bytes = static_cast<size_t>(opt_.range(b).size()) * sizeof(float);
       param_shards_.emplace_back(m->backend(), bytes);
       grad_shards_.emplace_back(m->backend(), bytes);
+      if (c.grad_sum_fp64()) acc64_shards_.emplace_back(m->backend(), 2 * bytes);
     }
+    if (c.precision() == BF16 && c.fsdp_gather_bf16())
+      bf16_ = std::make_unique<Bf16Gather>(&m->layout(), comm->world_size());
   }
   ~FsdpStrategy() override {
     if (model_->residency() == this) model_->set_residency(nullptr);
@@ -250,6 +268,9 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
 
   absl::Status Setup(std::optional<uint64_t> init_seed) override {
     Backend& be = *model_->backend();
+    if (bf16_ && be.device() != Device::kCpu)
+      return absl::UnimplementedError(absl::StrCat("fsdp_gather_bf16: the bf16 gather packs in host memory; the ",
+                                                   be.name(), " backend needs fsdp_gather_bf16: false"));
     for (int b = 0; b < opt_.num_buffers(); ++b) {
       // A released buffer has nothing to copy: a resume or init_from from a
       // checkpoint fills the shards afterwards (checkpoint_shards()).
@@ -265,13 +286,16 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   }
   void BeginStep() override {
     for (int b = 0; b < opt_.num_buffers(); ++b)
-      if (opt_.range(b).size() > 0) model_->backend()->Fill(GradShard(b), 0.0);
+      if (opt_.range(b).size() > 0) model_->backend()->Fill(fp64() ? Acc64Shard(b) : GradShard(b), 0.0);
   }
+  bool LocalGradientsFinite() override { return std::isfinite(model_->grads().SumSquares()); }
   absl::Status FinishBackward() override { return hook_status_; }
   absl::StatusOr<StepStats> OptimizerStep(double lr) override {
     if (!hook_status_.ok()) return hook_status_;
     std::vector<Tensor> p, g;
     for (int b = 0; b < opt_.num_buffers(); ++b) {
+      // fp64 sum: rounded to fp32 once, here.
+      if (fp64() && opt_.range(b).size() > 0) model_->backend()->Copy(GradShard(b), Acc64Shard(b));
       p.push_back(ParamShard(b));
       g.push_back(GradShard(b));
     }
@@ -281,7 +305,7 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   }
   absl::Status GatherFullParameters() override {
     for (int b = 0; b < opt_.num_buffers(); ++b) {
-      absl::Status st = Gather(b);
+      absl::Status st = Gather(b, /*exact=*/true);  // checkpoints and probes read the master values
       if (!st.ok()) return st;
     }
     all_resident_ = true;
@@ -294,7 +318,8 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   int64_t state_bytes() const override {
     int64_t n = model_->params().allocated_bytes() + model_->grads().allocated_bytes() + opt_.state_bytes();
     for (int b = 0; b < opt_.num_buffers(); ++b) n += param_shards_[b].bytes() + grad_shards_[b].bytes();
-    n += grad_tmp_.bytes();
+    for (const DeviceBuffer& d : acc64_shards_) n += d.bytes();
+    n += grad_tmp_.bytes() + reducer_.bytes() + (bf16_ ? bf16_->bytes() : 0);
     return n;
   }
   const char* name() const override { return "FSDP"; }
@@ -329,9 +354,12 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   void Note(absl::Status st) {
     if (hook_status_.ok() && !st.ok()) hook_status_ = st;
   }
-  absl::Status Gather(int b) {
+  // exact = false on the bf16 path: matmul-only weights as bf16 (bf16_gather.h).
+  absl::Status Gather(int b, bool exact = false) {
     model_->params().Allocate(b);
-    absl::Status st = AllGather(*comm_, *model_->backend(), ParamShard(b), model_->params().buffer(b));
+    absl::Status st = bf16_ && !exact
+                          ? bf16_->Gather(*comm_, b, ParamShard(b), model_->params().buffer(b))
+                          : AllGather(*comm_, *model_->backend(), ParamShard(b), model_->params().buffer(b));
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("FSDP gather of buffer ", b, ": ", st.message()));
     return absl::OkStatus();
   }
@@ -340,6 +368,14 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   absl::Status ReduceGradient(int b) {
     if (!model_->grads().allocated(b)) return absl::OkStatus();
     Backend& be = *model_->backend();
+    if (fp64()) {
+      // This micro-batch's gradient (computed from zero), summed over ranks in
+      // fp64 and added to the fp64 shard accumulator (grad_sum64.h).
+      absl::Status st = reducer_.ReduceScatter(*comm_, model_->grads().buffer(b), Acc64Shard(b));
+      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("FSDP fp64 reduce-scatter of buffer ", b, ": ", st.message()));
+      model_->grads().Release(b);
+      return absl::OkStatus();
+    }
     const int64_t n = opt_.range(b).size();
     if (grad_tmp_.bytes() < static_cast<size_t>(n) * sizeof(float))
       grad_tmp_ = DeviceBuffer(&be, static_cast<size_t>(n) * sizeof(float));
@@ -377,10 +413,17 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   Tensor GradShard(int b) const {
     return Tensor(grad_shards_[b].data(), DType::kF32, {opt_.range(b).size()}, model_->backend()->device());
   }
+  bool fp64() const { return !acc64_shards_.empty(); }
+  Tensor Acc64Shard(int b) const {
+    return Tensor(acc64_shards_[b].data(), DType::kF64, {opt_.range(b).size()}, model_->backend()->device());
+  }
 
   Tensor ParamRange(int b) const override { return ParamShard(b); }
   bool reshard_after_forward_;
   std::vector<DeviceBuffer> param_shards_, grad_shards_;
+  std::vector<DeviceBuffer> acc64_shards_;  // grad_sum_fp64: the step's gradient sum, fp64
+  Fp64Reducer reducer_;
+  std::unique_ptr<Bf16Gather> bf16_;  // precision BF16 with fsdp_gather_bf16
   DeviceBuffer grad_tmp_;  // one micro-batch's reduced shard, the largest buffer's size
   absl::Status hook_status_;
   bool all_resident_ = false;

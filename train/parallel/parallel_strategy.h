@@ -16,6 +16,9 @@
 //    right after the layer's backward and frees the full buffers. Buffer 0
 //    (embedding, final norm, LM head) is used at both ends of the pass, so it
 //    stays gathered from the start of the forward to the end of the backward.
+// With grad_sum_fp64 (default) every mode sums micro-batch gradients in fp64
+// on the rank and across ranks and rounds once, so the sum does not depend on
+// the world size (grad_sum64.h).
 // Clipping uses the global norm: the sum of squares of the local gradient
 // shards, summed over ranks. The periodic probe calls GatherFullParameters/
 // ReleaseFullParameters around its use on every rank (a memory spike of one
@@ -54,6 +57,15 @@ class ParallelStrategy {
   virtual absl::Status Setup(std::optional<uint64_t> init_seed) = 0;
   // Before a step's first micro-batch (zeroes whatever accumulates gradients).
   virtual void BeginStep() = 0;
+  // Around each local micro-batch's forward/backward: with grad_sum_fp64
+  // (train/parallel/grad_sum64.h) DDP and ZeRO-1 zero the model's gradients
+  // before and add them to their fp64 accumulator after; FSDP does the same
+  // per layer in its residency hook and needs nothing here.
+  virtual void BeginMicroBatch() {}
+  virtual void EndMicroBatch() {}
+  // This rank's gradients before FinishBackward are finite (FSDP: what is
+  // still unreduced; its reduced shards are checked through the norm).
+  virtual bool LocalGradientsFinite() = 0;
   // After the step's last micro-batch backward: gradients summed over ranks
   // (DDP/ZeRO-1 reduce here; FSDP has reduced per layer and reports any error
   // its hook met).

@@ -8,37 +8,49 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/log.h"
 #include "train/parallel/collectives.h"
+#include "train/parallel/grad_sum64.h"
 
 namespace longctx {
 namespace {
 
-// DDP across ranks: reduce-scatter + all-gather of each gradient buffer.
-class IdenticalSumGradientSync final : public GradientSync {
+// DDP: reduce-scatter + all-gather of each gradient buffer (identical bits on
+// every rank); with grad_sum_fp64 each micro-batch's gradient on its own,
+// summed in fp64 (grad_sum64.h), also on one process.
+class DdpGradientSync final : public GradientSync {
  public:
-  IdenticalSumGradientSync(Communicator* comm, Backend* be) : comm_(comm), be_(be) {}
+  DdpGradientSync(Communicator* comm, Transformer* model, bool fp64) : comm_(comm), be_(model->backend()) {
+    if (fp64) sum64_ = std::make_unique<Fp64GradSum>(model->backend(), &model->layout());
+  }
+  void BeginStep() override {
+    if (sum64_) sum64_->BeginStep();
+  }
+  void BeginMicroBatch(ParamStore& grads) override {
+    if (sum64_) sum64_->BeginMicroBatch(grads);
+  }
+  void EndMicroBatch(ParamStore& grads) override {
+    if (sum64_) sum64_->EndMicroBatch(grads);
+  }
+  bool LocalFinite(ParamStore& grads) override {
+    return sum64_ ? sum64_->LocalFinite(grads) : GradientSync::LocalFinite(grads);
+  }
   absl::Status Reduce(ParamStore& grads) override {
-    for (int b = 0; b < grads.layout().num_buffers(); ++b) {
-      const Tensor g = grads.buffer(b);
-      const int64_t n = ShardOf(g.numel(), comm_->rank(), comm_->world_size()).size();
-      if (tmp_.bytes() < static_cast<size_t>(n) * sizeof(float))
-        tmp_ = DeviceBuffer(be_, static_cast<size_t>(n) * sizeof(float));
-      const Tensor mine(tmp_.data(), DType::kF32, {n}, be_->device());
-      absl::Status st = ReduceScatterSum(*comm_, *be_, g, mine);
-      if (st.ok()) st = AllGather(*comm_, *be_, mine, g);
-      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("DDP gradient sync, buffer ", b, ": ", st.message()));
-    }
-    return absl::OkStatus();
+    return SumReplicatedGradients(*comm_, *be_, grads, sum64_.get(), &tmp_);
   }
 
  private:
   Communicator* comm_;
   Backend* be_;
+  std::unique_ptr<Fp64GradSum> sum64_;
   DeviceBuffer tmp_;
 };
 
 class StrategySync final : public GradientSync {
  public:
   explicit StrategySync(ParallelStrategy* s) : s_(s) {}
+  void BeginStep() override { s_->BeginStep(); }
+  void BeginMicroBatch(ParamStore&) override { s_->BeginMicroBatch(); }
+  void EndMicroBatch(ParamStore&) override { s_->EndMicroBatch(); }
+  bool LocalFinite(ParamStore&) override { return s_->LocalGradientsFinite(); }
   absl::Status Reduce(ParamStore&) override { return s_->FinishBackward(); }
 
  private:
@@ -73,7 +85,8 @@ absl::Status InstallParallelStrategy(const TrainConfig& config, Transformer* mod
                                      std::optional<uint64_t> init_seed) {
   if (config.mode() == DDP) {
     if (init_seed) model->InitParams(*init_seed);
-    if (comm->world_size() > 1) *sync = std::make_unique<IdenticalSumGradientSync>(comm, model->backend());
+    if (comm->world_size() > 1 || config.grad_sum_fp64())
+      *sync = std::make_unique<DdpGradientSync>(comm, model, config.grad_sum_fp64());
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<ParallelStrategy>> s = MakeParallelStrategy(config, model, comm);

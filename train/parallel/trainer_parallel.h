@@ -1,10 +1,10 @@
 // Why: the trainer (train/trainer.cc) plugs a data-parallel mode in through
 // its existing seams — TrainStep's GradientSync and ParamUpdate, and hooks —
 // so that the loop itself does not change. InstallParallelStrategy picks:
-//  * DDP, one process: nothing (today's AllReduceGradientSync + AdamWUpdate,
-//    bit for bit).
-//  * DDP, several ranks: gradients summed by reduce-scatter + all-gather
-//    (every rank gets the same bits, so parameters stay bitwise equal).
+//  * DDP: the trainer's AdamWUpdate; gradients summed by reduce-scatter +
+//    all-gather (every rank gets the same bits, so parameters stay bitwise
+//    equal), with grad_sum_fp64 in fp64 per micro-batch (grad_sum64.h), also
+//    on one process. One process without it: today's AllReduceGradientSync.
 //  * ZERO1 / FSDP: the strategy's sync and sharded update; the full AdamW the
 //    trainer made (and a resumed checkpoint's moments in it) is handed to the
 //    strategy's shards and freed.
