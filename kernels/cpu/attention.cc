@@ -44,13 +44,15 @@ constexpr int kBlockQ = 64;  // queries per tile
 constexpr int kBlockK = 64;  // keys per tile (also the row stride of score tiles)
 
 template <class T>
-const AttentionTileKernels<T>& KernelsFor(AttentionIsa isa);
+const AttentionTileKernels<T>& KernelsFor(const AttentionConfig& config);
 template <>
-const AttentionTileKernels<float>& KernelsFor<float>(AttentionIsa isa) {
-  return AttentionTileKernelsF32(isa);
+const AttentionTileKernels<float>& KernelsFor<float>(const AttentionConfig& config) {
+  if (config.bf16 && (config.isa == AttentionIsa::kAuto || config.isa == AttentionIsa::kAvx512))
+    if (const AttentionTileKernels<float>* bf16 = AttentionTileKernelsBf16()) return *bf16;
+  return AttentionTileKernelsF32(config.isa);
 }
 template <>
-const AttentionTileKernels<double>& KernelsFor<double>(AttentionIsa) {
+const AttentionTileKernels<double>& KernelsFor<double>(const AttentionConfig&) {
   return AttentionTileKernelsF64();
 }
 
@@ -282,14 +284,14 @@ void RunItems(const Ctx<T>& c, const std::vector<Item>& items, Fn fn) {
 template <class T>
 void Forward(const AttentionParams& p, const AttentionConfig& config) {
   Ctx<T> c{UnpackAttention<T>(p, false)};
-  c.tiles = &KernelsFor<T>(config.isa);
+  c.tiles = &KernelsFor<T>(config);
   RunItems(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads), ForwardItem<T>);
 }
 
 template <class T>
 void Backward(const AttentionParams& p, const AttentionConfig& config) {
   Ctx<T> c{UnpackAttention<T>(p, true)};
-  c.tiles = &KernelsFor<T>(config.isa);
+  c.tiles = &KernelsFor<T>(config);
   // D[h, i] = dO[i, h, :] . O[i, h, :], accumulated in double (O(N) memory).
   std::vector<T> drow(c.heads * c.n);
   const int64_t n = c.n, heads = c.heads, d = c.d;

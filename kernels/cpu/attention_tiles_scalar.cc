@@ -130,6 +130,15 @@ AttentionIsa BestAttentionIsa() {
 }
 
 const AttentionTileKernels<float>& AttentionTilesScalarF32() { return kScalarTiles<float>; }
+
+const AttentionTileKernels<float>* AttentionTileKernelsBf16() {
+#if defined(__x86_64__)
+  static const bool ok = AttentionIsaSupported(AttentionIsa::kAvx512) && __builtin_cpu_supports("avx512bf16");
+  return ok ? AttentionTilesAvx512Bf16() : nullptr;
+#else
+  return nullptr;
+#endif
+}
 const AttentionTileKernels<double>& AttentionTileKernelsF64() { return kScalarTiles<double>; }
 
 const AttentionTileKernels<float>& AttentionTileKernelsF32(AttentionIsa isa) {

@@ -80,8 +80,21 @@ class CpuBackend final : public Backend {
   void Rope(const RopeParams& p) override { VALIDATED(p); cpu::Rope(p); }
   void SwiGluForward(const SwiGluParams& p) override { VALIDATED(p, false); cpu::SwiGluForward(p); }
   void SwiGluBackward(const SwiGluParams& p) override { VALIDATED(p, true); cpu::SwiGluBackward(p); }
-  void AttentionForward(const AttentionParams& p) override { VALIDATED(p, false); cpu::AttentionForward(p); }
-  void AttentionBackward(const AttentionParams& p) override { VALIDATED(p, true); cpu::AttentionBackward(p); }
+  // At precision bf16 the attention tiles are bf16 too where the CPU has
+  // AVX512-BF16 (cpu_kernels.h AttentionConfig); elsewhere attention stays fp32.
+  void AttentionForward(const AttentionParams& p) override {
+    VALIDATED(p, false);
+    cpu::AttentionForward(p, AttentionConfig());
+  }
+  void AttentionBackward(const AttentionParams& p) override {
+    VALIDATED(p, true);
+    cpu::AttentionBackward(p, AttentionConfig());
+  }
+  cpu::AttentionConfig AttentionConfig() const {
+    cpu::AttentionConfig c;
+    c.bf16 = matmul_.precision == MatmulPrecision::kBF16;
+    return c;
+  }
   void AttentionMerge(const AttentionMergeParams& p) override { VALIDATED(p); cpu::AttentionMerge(p); }
   double LmHeadLoss(const LmHeadLossParams& p) override { VALIDATED(p); return cpu::LmHeadLoss(p, matmul_); }
   void AdamW(const AdamWParams& p) override { VALIDATED(p); cpu::AdamW(p); }

@@ -32,9 +32,13 @@ void RmsNormBackward(const RmsNormParams& p);
 void Rope(const RopeParams& p);                        // rope.cc
 
 // How attention's tile products run: the ISA of the tile kernels
-// (attention_tiles.h; kAuto = the best this CPU has). Tests force each path.
+// (attention_tiles.h; kAuto = the best this CPU has; tests force each path),
+// and bf16 = F32 attention with bf16 tile operands and fp32 accumulation and
+// softmax statistics where the CPU has AVX512-BF16 (AttentionTileKernelsBf16;
+// elsewhere, and for F64, it has no effect: attention stays fp32).
 struct AttentionConfig {
   AttentionIsa isa = AttentionIsa::kAuto;
+  bool bf16 = false;
 };
 void AttentionForward(const AttentionParams& p, const AttentionConfig& config = {});  // attention.cc
 void AttentionBackward(const AttentionParams& p, const AttentionConfig& config = {});

@@ -355,6 +355,56 @@ TEST(AttentionIsa, PathsAgreeBitwise) {
   }
 }
 
+// bf16 tiles (AttentionConfig::bf16 on a CPU with AVX512-BF16): Q, K, V, dO,
+// P and dS rounded to bf16 (unit roundoff u = 2^-8), products accumulated in
+// fp32, softmax statistics fp32. Every term of a tile product then carries a
+// relative error <= 2u (both operands rounded); over the head_dim terms of a
+// score (S = Q Kᵀ, dP = dO Vᵀ) these errors add like a random walk, so a score
+// is off by ~2u sqrt(d) of its scale, and that error reaches the outputs
+// through exp (forward) or through dS = P (dP - D), where dP and D are ~sqrt(d)
+// times larger than their difference (backward: the cancellation noted at
+// GradTol). Tolerances: 2u sqrt(d) forward, 3u sqrt(d) backward (the chained
+// products), relative to |want| + rms as in the fp32 tests. Observed worst
+// (2026-11-24): forward 0.031 at d = 64 (tol 0.0625), backward 0.051 at d = 64
+// (tol 0.094), 0.022 at d = 13 (tol 0.042).
+constexpr double kBf16Unit = 1.0 / 256.0;
+
+class AttentionBf16Test : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (cpu::AttentionTileKernelsBf16() == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  }
+};
+
+TEST_P(AttentionBf16Test, ForwardAndBackwardMatchNaiveWithinBf16Rounding) {
+  const Case& c = GetParam();
+  const NaiveAttentionShape s = ShapeOf(c);
+  const Inputs in = RandomInputs<float>(s, c.seed + 2000);
+  Buffers<float> b(c, in);
+  b.config.bf16 = true;
+  b.Forward();
+  b.Backward();
+  const int64_t nq = s.n * s.heads * s.head_dim, nk = s.n * s.kv_heads * s.head_dim;
+  std::vector<double> o(nq), lse(s.heads * s.n), dq(nq), dk(nk), dv(nk);
+  NaiveAttentionForward(s, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data());
+  NaiveAttentionBackward(s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), dq.data(), dk.data(), dv.data());
+  const double root_d = std::sqrt(static_cast<double>(s.head_dim));
+  const double fwd_tol = 2 * kBf16Unit * root_d, bwd_tol = 3 * kBf16Unit * root_d;
+  ExpectClose(Buffers<float>::Get(b.p.o), o, fwd_tol, "o");
+  ExpectClose(Buffers<float>::Get(b.p.lse), lse, fwd_tol, "lse");
+  ExpectClose(Buffers<float>::Get(b.p.dq), dq, bwd_tol, "dq", kGradFloor);
+  ExpectClose(Buffers<float>::Get(b.p.dk), dk, bwd_tol, "dk", kGradFloor);
+  ExpectClose(Buffers<float>::Get(b.p.dv), dv, bwd_tol, "dv", kGradFloor);
+  EXPECT_EQ(b.DirtyPadding(), 0);
+  // And it is a different computation from fp32 (the bf16 path really ran).
+  Buffers<float> f(c, in);
+  f.Forward();
+  EXPECT_FALSE(Buffers<float>::Get(f.p.o) == Buffers<float>::Get(b.p.o)) << "bf16 output equals fp32 bit for bit";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionBf16Test, ::testing::ValuesIn(IsaCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
 TEST(AttentionIsa, AutoIsTheBestSupportedAndScalarAlwaysRuns) {
   EXPECT_TRUE(cpu::AttentionIsaSupported(cpu::AttentionIsa::kScalar));
   const cpu::AttentionIsa best = cpu::BestAttentionIsa();
