@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "train/batch_source.h"
 
 namespace longctx {
 
@@ -72,6 +73,32 @@ std::vector<MicroBatchShape> TrainingMicroBatchShapes(const TrainConfig& config,
     shapes.push_back({std::max<int64_t>(1, rows / micro), L});
   }
   return shapes;
+}
+
+absl::StatusOr<PackedBatch> SftLastStepFirstMicroBatch(const TrainConfig& config, const nlohmann::json& state,
+                                                       int32_t pad_id) {
+  if (!state.contains("sft_last_step_cursor"))
+    return absl::DataLossError("trainer_state.json has no sft_last_step_cursor (not an SFT run's checkpoint?)");
+  absl::StatusOr<SftScheduleCursor> cursor = SftScheduleCursorFromJson(state.at("sft_last_step_cursor"));
+  if (!cursor.ok()) return absl::DataLossError(absl::StrCat("trainer_state.json: ", cursor.status().message()));
+  absl::StatusOr<SftDataset> data = OpenSftData(config);
+  if (!data.ok()) return data.status();
+  absl::StatusOr<SftScheduleOptions> o = SftScheduleOptionsFor(config, pad_id);
+  if (!o.ok()) return o.status();
+  absl::StatusOr<SftSchedule> schedule = SftSchedule::Create(&*data, *o);
+  if (!schedule.ok()) return absl::Status(schedule.status().code(), absl::StrCat("data.sft: ", schedule.status().message()));
+  if (absl::Status st = schedule->Seek(*cursor); !st.ok())
+    return absl::DataLossError(absl::StrCat("trainer_state.json: sft_last_step_cursor: ", st.message()));
+  PackedBatch whole;
+  if (absl::Status st = schedule->NextInto(&whole); !st.ok()) return st;
+  const int64_t world = state.contains("world_size") && state["world_size"].is_number_integer()
+                            ? std::max<int64_t>(1, state["world_size"].get<int64_t>())
+                            : 1;
+  const int64_t micro = std::max(1, config.grad_accum()) * world;
+  if (whole.batch_size % micro != 0)
+    return absl::DataLossError(absl::StrCat("data.sft: the last step's ", whole.batch_size, " rows do not split into ",
+                                            micro, " micro-batches (grad_accum x world_size)"));
+  return SliceRows(whole, 0, static_cast<int32_t>(whole.batch_size / micro));
 }
 
 std::string SftScheduleSummary(const SftScheduleOptions& o) {

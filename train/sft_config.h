@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/status/statusor.h"
+#include "data/packer.h"
 #include "data/sft_schedule.h"
 #include "data/sft_token_file.h"
 #include "train/train.pb.h"
@@ -42,6 +45,13 @@ struct MicroBatchShape {
 // (grad_accum × world), at least 1, × the length). Bad SFT options give the
 // defaults' shapes (the trainer reports the options' error itself).
 std::vector<MicroBatchShape> TrainingMicroBatchShapes(const TrainConfig& config, int world);
+
+// The first micro-batch of the last training step of an SFT checkpoint
+// (trainer_state.json's sft_last_step_cursor, the step's rows dealt as the
+// trainer deals them over grad_accum × its world_size): what `longctx eval
+// --batch=last_train` evaluates. Errors name the state field or data.sft.
+absl::StatusOr<PackedBatch> SftLastStepFirstMicroBatch(const TrainConfig& config, const nlohmann::json& state,
+                                                       int32_t pad_id);
 
 // "8192x3,65536x1 (65536 tokens per step)" — for the run's banner line.
 std::string SftScheduleSummary(const SftScheduleOptions& options);

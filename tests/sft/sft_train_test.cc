@@ -118,6 +118,17 @@ TEST_F(SftTrainTest, ResponseLossFallsEveryStepLengthLoggedResumeIsBitIdentical)
   ASSERT_FALSE(posfreq.empty());
   EXPECT_EQ(posfreq.back()["max_len"].get<int>(), 4096);
 
+  // `eval --batch=last_train` rebuilds the last step's first micro-batch from
+  // the schedule cursor and recomputes the loss the trainer recorded.
+  {
+    const nlohmann::json st = nlohmann::json::parse(ReadFile(full + "/step-00000012/trainer_state.json"));
+    auto e = RunCommand(absl::StrCat(LongctxBinary(), " eval --checkpoint ", full, "/step-00000012 --batch=last_train"));
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+    const nlohmann::json j = nlohmann::json::parse(e.output.substr(e.output.rfind('{')));
+    EXPECT_EQ(j["loss"].get<double>(), st["checkpoint_batch_loss"].get<double>()) << e.output;
+    EXPECT_EQ(j["tokens"].get<int64_t>(), st["checkpoint_batch_tokens"].get<int64_t>()) << e.output;
+  }
+
   // Stopped after step 6 (mid-cycle: step 7 is short, step 8 long), then resumed.
   const std::string split = *tmp_ / "split";
   r = RunCommand(Train(split, "--steps=6"));

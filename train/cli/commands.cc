@@ -31,6 +31,7 @@
 #include "train/probe/niah_probe_model.h"
 #include "train/probe/niah_probe_report.h"
 #include "train/report/png_plot.h"
+#include "train/sft_config.h"
 #include "train/string_config.h"
 #include "train/preemption.h"
 #include "train/trainer.h"
@@ -93,6 +94,13 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
     // weights on the first micro-batch of the last training step.
     absl::StatusOr<nlohmann::json> state = LoadTrainerState(checkpoint);
     if (!state.ok()) return FailCommand(state.status());
+    if (IsSftConfig(*config)) {  // SFT: the step came from the length schedule (train/sft_config.h)
+      absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config->data().tokenizer());
+      if (!tok.ok()) return FailCommand(tok.status());
+      absl::StatusOr<PackedBatch> b = SftLastStepFirstMicroBatch(*config, *state, (*tok)->pad_id());
+      if (!b.ok()) return FailCommand(absl::Status(b.status().code(), absl::StrCat(checkpoint, ": ", b.status().message())));
+      result = EvaluateBatch(model, *b, device_batch);
+    } else {
     if (!state->contains("last_batch_cursor"))
       return FailCommand(absl::DataLossError(checkpoint + ": trainer_state.json has no last_batch_cursor"));
     absl::StatusOr<std::unique_ptr<Packer>> packer = MakeTrainPacker(*config, tokens->get());
@@ -107,6 +115,7 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
     st = MixRetrievalRows(*config, tokens->get(), state->value("step", int64_t{0}), cursor->rows_emitted, &*b);
     if (!st.ok()) return FailCommand(st);
     result = EvaluateBatch(model, *b, device_batch);
+    }
   } else if (batch == "eval") {
     absl::StatusOr<std::unique_ptr<Packer>> packer = MakeEvalPacker(*config, tokens->get());
     if (!packer.ok()) return FailCommand(packer.status());
