@@ -48,7 +48,7 @@ const AttentionTileKernels<T>& KernelsFor(const AttentionConfig& config);
 template <>
 const AttentionTileKernels<float>& KernelsFor<float>(const AttentionConfig& config) {
   if (config.bf16 && (config.isa == AttentionIsa::kAuto || config.isa == AttentionIsa::kAvx512))
-    if (const AttentionTileKernels<float>* bf16 = AttentionTileKernelsBf16()) return *bf16;
+    if (const AttentionTileKernels<float>* bf16 = AttentionTileKernelsBf16(config.bf16_amx)) return *bf16;
   return AttentionTileKernelsF32(config.isa);
 }
 template <>

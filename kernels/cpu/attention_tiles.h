@@ -64,16 +64,18 @@ const AttentionTileKernels<float>& AttentionTileKernelsF32(AttentionIsa isa);
 const AttentionTileKernels<double>& AttentionTileKernelsF64();
 
 // Tile products of bf16 operands (Q, K, V, dO, P, dS rounded to bf16, round
-// to nearest even) with fp32 accumulation on AVX512-BF16 (vdpbf16ps); the
-// softmax passes are the fp32 AVX-512 ones. Null where the CPU (or build) has
-// no AVX512-BF16: attention then stays fp32 at precision bf16.
-const AttentionTileKernels<float>* AttentionTileKernelsBf16();
+// to nearest even) with fp32 accumulation: on AMX (tdpbf16ps) where the CPU
+// has it and allow_amx, else on AVX512-BF16 (vdpbf16ps); the softmax passes
+// are the fp32 AVX-512 ones. Null where the CPU (or build) has neither:
+// attention then stays fp32 at precision bf16.
+const AttentionTileKernels<float>* AttentionTileKernelsBf16(bool allow_amx = true);
 
 // The per-ISA tables (null where the build has no such code: non-x86 hosts).
 const AttentionTileKernels<float>* AttentionTilesAvx512();  // attention_tiles_avx512.cc
 const AttentionTileKernels<float>* AttentionTilesAvx2();    // attention_tiles_avx2.cc
 const AttentionTileKernels<float>& AttentionTilesScalarF32();  // attention_tiles_scalar.cc
 const AttentionTileKernels<float>* AttentionTilesAvx512Bf16();  // attention_tiles_avx512bf16.cc
+const AttentionTileKernels<float>* AttentionTilesAmxBf16();     // same file; null without AMX or permission
 
 }  // namespace longctx::cpu
 

@@ -10,9 +10,13 @@
 // in whichever orientation it is stored; the micro-kernel is the fp32 one's
 // 6 x 64 block. Packing is per product (the attention driver hands fp32
 // tiles), which costs about a fifth of a 64^3 product per operand.
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/attention_tiles.h"
@@ -23,7 +27,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma,avx2")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma,avx2,amx-tile,amx-bf16")
 
 namespace longctx::cpu {
 namespace {
@@ -183,7 +187,142 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
   }
 }
 
+// --- AMX: the same product on the tile unit (16 x 16 fp32 C tiles, A tiles
+// 16 rows x 32 bf16, B tiles 16 k-pairs x 16 columns), 8 tile registers as
+// 2 x 2 C tiles + 2 A + 2 B. Operands are packed (and zero-padded to whole
+// tiles) as for vdpbf16ps, A always as rows of k-pairs; C goes through a
+// padded fp32 buffer when m or n is not a multiple of 16. ---
+
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Linux gives a process AMX tile state only on request (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XTILEDATA); oneDNN asks the same way.
+bool AmxPermitted() {
+  static const bool ok = [] {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+}
+
+inline int RoundUp(int x, int to) { return (x + to - 1) / to * to; }
+
+struct AmxBuffers {
+  std::vector<uint32_t> a, b, t;
+  std::vector<float> c;
+};
+
+void GemmAmx(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
+             float* c, ptrdiff_t ldc, bool accumulate) {
+  if (k == 0 || m > kMaxDim || n > kMaxDim || k > kMaxDim) {  // empty or not a tile: the vdpbf16ps product
+    Gemm(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+    return;
+  }
+  thread_local AmxBuffers buf;
+  const int mp = RoundUp(m, 16), np = RoundUp(n, 16), kp2 = RoundUp(k, 32) / 2;  // kp2: k-pairs, padded
+  buf.a.assign(static_cast<size_t>(mp) * kp2, 0u);
+  buf.b.assign(static_cast<size_t>(kp2) * np, 0u);
+  PackPairsOfRows(b, ldb, k, n, buf.b.data(), np);
+  if (a_cs == 1) {
+    PackPairsAlongRows(a, a_rs, m, k, buf.a.data(), kp2);
+  } else {  // A^T stored: pairs [p][i] first, then transposed to rows [i][p]
+    const int kp = (k + 1) / 2;
+    buf.t.resize(static_cast<size_t>(kp) * m);
+    if (a_rs == 1) {
+      PackPairsOfRows(a, a_cs, k, m, buf.t.data(), m);
+    } else {
+      for (int p = 0; p < kp; ++p)
+        for (int i = 0; i < m; ++i) {
+          const float lo = a[i * a_rs + (2 * p) * a_cs];
+          const float hi = 2 * p + 1 < k ? a[i * a_rs + (2 * p + 1) * a_cs] : 0.f;
+          const __m512i v = PairLanes(_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+          buf.t[p * m + i] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(v)));
+        }
+    }
+    for (int i = 0; i < m; ++i)
+      for (int p = 0; p < kp; ++p) buf.a[i * kp2 + p] = buf.t[p * m + i];
+  }
+  // C: in place when whole tiles cover it, else through a padded buffer.
+  const bool direct = mp == m && np == n;
+  float* cc = c;
+  ptrdiff_t ldcc = ldc;
+  if (!direct) {
+    buf.c.assign(static_cast<size_t>(mp) * np, 0.f);
+    if (accumulate)
+      for (int i = 0; i < m; ++i) std::memcpy(buf.c.data() + i * np, c + i * ldc, sizeof(float) * n);
+    cc = buf.c.data();
+    ldcc = np;
+  }
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);  // per call: oneDNN may have loaded its own in this thread
+  const bool acc = accumulate || !direct;  // the padded buffer holds C (or zeros)
+  const int a_stride = kp2 * 4, b_stride = np * 4, c_stride = static_cast<int>(ldcc * 4);
+  for (int i0 = 0; i0 < mp; i0 += 32) {
+    const bool two_rows = i0 + 16 < mp;
+    for (int j0 = 0; j0 < np; j0 += 32) {
+      const bool two_cols = j0 + 16 < np;
+      float* c00 = cc + i0 * ldcc + j0;
+      float* c01 = c00 + 16;
+      float* c10 = c00 + 16 * ldcc;
+      float* c11 = c10 + 16;
+      if (acc) {
+        _tile_loadd(0, c00, c_stride);
+        if (two_cols) _tile_loadd(1, c01, c_stride);
+        if (two_rows) _tile_loadd(2, c10, c_stride);
+        if (two_rows && two_cols) _tile_loadd(3, c11, c_stride);
+      } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+      }
+      for (int p0 = 0; p0 < kp2; p0 += 16) {
+        const uint32_t* a0 = buf.a.data() + i0 * kp2 + p0;
+        const uint32_t* b0 = buf.b.data() + p0 * np + j0;
+        _tile_loadd(4, a0, a_stride);
+        _tile_loadd(6, b0, b_stride);
+        _tile_dpbf16ps(0, 4, 6);
+        if (two_cols) {
+          _tile_loadd(7, b0 + 16, b_stride);
+          _tile_dpbf16ps(1, 4, 7);
+        }
+        if (two_rows) {
+          _tile_loadd(5, a0 + 16 * kp2, a_stride);
+          _tile_dpbf16ps(2, 5, 6);
+          if (two_cols) _tile_dpbf16ps(3, 5, 7);
+        }
+      }
+      _tile_stored(0, c00, c_stride);
+      if (two_cols) _tile_stored(1, c01, c_stride);
+      if (two_rows) _tile_stored(2, c10, c_stride);
+      if (two_rows && two_cols) _tile_stored(3, c11, c_stride);
+    }
+  }
+  if (!direct)
+    for (int i = 0; i < m; ++i) std::memcpy(c + i * ldc, buf.c.data() + i * np, sizeof(float) * n);
+}
+
 }  // namespace
+
+const AttentionTileKernels<float>* AttentionTilesAmxBf16() {
+  const AttentionTileKernels<float>* f32 = AttentionTilesAvx512();
+  if (f32 == nullptr || !__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("amx-tile") ||
+      !AmxPermitted())
+    return nullptr;
+  static const AttentionTileKernels<float> tiles = {"amx-bf16", GemmAmx, f32->tile_max, f32->tile_exp_sum,
+                                                    f32->tile_backward};
+  return &tiles;
+}
 
 const AttentionTileKernels<float>* AttentionTilesAvx512Bf16() {
   const AttentionTileKernels<float>* f32 = AttentionTilesAvx512();
@@ -201,6 +340,7 @@ const AttentionTileKernels<float>* AttentionTilesAvx512Bf16() {
 
 namespace longctx::cpu {
 const AttentionTileKernels<float>* AttentionTilesAvx512Bf16() { return nullptr; }
+const AttentionTileKernels<float>* AttentionTilesAmxBf16() { return nullptr; }
 }  // namespace longctx::cpu
 
 #endif

@@ -131,10 +131,12 @@ AttentionIsa BestAttentionIsa() {
 
 const AttentionTileKernels<float>& AttentionTilesScalarF32() { return kScalarTiles<float>; }
 
-const AttentionTileKernels<float>* AttentionTileKernelsBf16() {
+const AttentionTileKernels<float>* AttentionTileKernelsBf16(bool allow_amx) {
 #if defined(__x86_64__)
   static const bool ok = AttentionIsaSupported(AttentionIsa::kAvx512) && __builtin_cpu_supports("avx512bf16");
-  return ok ? AttentionTilesAvx512Bf16() : nullptr;
+  if (!ok) return nullptr;
+  static const AttentionTileKernels<float>* amx = AttentionTilesAmxBf16();
+  return allow_amx && amx != nullptr ? amx : AttentionTilesAvx512Bf16();
 #else
   return nullptr;
 #endif

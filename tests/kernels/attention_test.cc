@@ -369,19 +369,34 @@ TEST(AttentionIsa, PathsAgreeBitwise) {
 // (tol 0.094), 0.022 at d = 13 (tol 0.042).
 constexpr double kBf16Unit = 1.0 / 256.0;
 
-class AttentionBf16Test : public ::testing::TestWithParam<Case> {
+struct Bf16Case {
+  bool amx;  // AMX products (tdpbf16ps) or AVX512-BF16 (vdpbf16ps)
+  Case c;
+};
+
+std::vector<Bf16Case> AllBf16Cases() {
+  std::vector<Bf16Case> out;
+  for (bool amx : {true, false})
+    for (const Case& c : IsaCases()) out.push_back({amx, c});
+  return out;
+}
+
+class AttentionBf16Test : public ::testing::TestWithParam<Bf16Case> {
  protected:
   void SetUp() override {
-    if (cpu::AttentionTileKernelsBf16() == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+    const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(GetParam().amx);
+    if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+    if (GetParam().amx != (std::string(k->name) == "amx-bf16")) GTEST_SKIP() << "this CPU has no AMX";
   }
 };
 
 TEST_P(AttentionBf16Test, ForwardAndBackwardMatchNaiveWithinBf16Rounding) {
-  const Case& c = GetParam();
+  const Case& c = GetParam().c;
   const NaiveAttentionShape s = ShapeOf(c);
   const Inputs in = RandomInputs<float>(s, c.seed + 2000);
   Buffers<float> b(c, in);
   b.config.bf16 = true;
+  b.config.bf16_amx = GetParam().amx;
   b.Forward();
   b.Backward();
   const int64_t nq = s.n * s.heads * s.head_dim, nk = s.n * s.kv_heads * s.head_dim;
@@ -402,8 +417,10 @@ TEST_P(AttentionBf16Test, ForwardAndBackwardMatchNaiveWithinBf16Rounding) {
   EXPECT_FALSE(Buffers<float>::Get(f.p.o) == Buffers<float>::Get(b.p.o)) << "bf16 output equals fp32 bit for bit";
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, AttentionBf16Test, ::testing::ValuesIn(IsaCases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionBf16Test, ::testing::ValuesIn(AllBf16Cases()),
+                         [](const ::testing::TestParamInfo<Bf16Case>& info) {
+                           return std::string(info.param.amx ? "amx_" : "avx512bf16_") + info.param.c.name;
+                         });
 
 TEST(AttentionIsa, AutoIsTheBestSupportedAndScalarAlwaysRuns) {
   EXPECT_TRUE(cpu::AttentionIsaSupported(cpu::AttentionIsa::kScalar));
