@@ -80,8 +80,8 @@ class CpuBackend final : public Backend {
   void Rope(const RopeParams& p) override { VALIDATED(p); cpu::Rope(p); }
   void SwiGluForward(const SwiGluParams& p) override { VALIDATED(p, false); cpu::SwiGluForward(p); }
   void SwiGluBackward(const SwiGluParams& p) override { VALIDATED(p, true); cpu::SwiGluBackward(p); }
-  // At precision bf16 the attention tiles are bf16 too where the CPU has
-  // AVX512-BF16 (cpu_kernels.h AttentionConfig); elsewhere attention stays fp32.
+  // At precision bf16 the attention tiles are bf16 too where the CPU has AMX
+  // (cpu_kernels.h AttentionConfig); elsewhere attention stays fp32.
   void AttentionForward(const AttentionParams& p) override {
     VALIDATED(p, false);
     cpu::AttentionForward(p, AttentionConfig());

@@ -34,12 +34,13 @@ void Rope(const RopeParams& p);                        // rope.cc
 // How attention's tile products run: the ISA of the tile kernels
 // (attention_tiles.h; kAuto = the best this CPU has; tests force each path),
 // and bf16 = F32 attention with bf16 tile operands and fp32 accumulation and
-// softmax statistics where the CPU has AMX or AVX512-BF16 (AttentionTileKernelsBf16;
-// elsewhere, and for F64, it has no effect: attention stays fp32).
+// softmax statistics where the CPU has AMX (AttentionTileKernelsBf16; without
+// AMX, and for F64, it has no effect: attention stays fp32, since vdpbf16ps
+// alone is no faster than fp32 FMAs).
 struct AttentionConfig {
   AttentionIsa isa = AttentionIsa::kAuto;
   bool bf16 = false;
-  bool bf16_amx = true;  // false: the AVX512-BF16 products even where AMX exists (tests)
+  bool bf16_amx = true;  // false: the AVX512-BF16 (vdpbf16ps) products, even where AMX exists (tests)
 };
 void AttentionForward(const AttentionParams& p, const AttentionConfig& config = {});  // attention.cc
 void AttentionBackward(const AttentionParams& p, const AttentionConfig& config = {});
