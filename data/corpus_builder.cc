@@ -553,9 +553,17 @@ absl::StatusOr<CorpusBuildSummary> BuildDefaultCorpus(const CorpusBuildOptions& 
     if (tmp.path().empty()) return absl::InternalError("corpus: cannot create a temporary directory");
     std::vector<absl::StatusOr<std::string>> rendered(chosen.size(), absl::UnknownError("not rendered"));
     std::atomic<size_t> next{0};
+    std::mutex progress_mu;
+    int64_t rendered_count = 0;
+    const int64_t to_render = static_cast<int64_t>(chosen.size());
+    if (o.progress) o.progress("man pages", 0, to_render);
     auto worker = [&] {
       for (size_t i = next.fetch_add(1); i < chosen.size(); i = next.fetch_add(1)) {
         rendered[i] = RenderManPage(chosen[i].text, absl::StrCat(tmp.path(), "/page-", i, ".roff"));
+        if (o.progress) {
+          std::lock_guard<std::mutex> lock(progress_mu);
+          o.progress("man pages", ++rendered_count, to_render);
+        }
       }
     };
     const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
@@ -649,6 +657,7 @@ absl::StatusOr<CorpusBuildSummary> BuildDefaultCorpus(const CorpusBuildOptions& 
     absl::Status st = w->Write(line.dump() + "\n");
     if (!st.ok()) return st;
     ++summary.docs;
+    if (o.progress) o.progress("shards", summary.docs, static_cast<int64_t>(docs.size()));
     if (w->in_bytes() >= o.shard_bytes) {
       st = close_shard();
       if (!st.ok()) return st;

@@ -23,6 +23,7 @@
 #define LONGCTX_DATA_CORPUS_BUILDER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -76,6 +77,10 @@ struct CorpusBuildOptions {
   int threads = 0;  // man page rendering; 0 = hardware concurrency
   uint64_t shuffle_seed = 1;
   std::string dpkg_info_dir = "/var/lib/dpkg/info";  // where <pkg>.list files live
+  // Called as work advances (may be empty): `stage` is "man pages" (groff
+  // renderings, from the worker threads under a lock: done counts up to total)
+  // or "shards" (documents written); the CLI draws a progress line from it.
+  std::function<void(const std::string& stage, int64_t done, int64_t total)> progress;
 };
 
 struct CorpusSetSummary {

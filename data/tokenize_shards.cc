@@ -364,10 +364,15 @@ absl::StatusOr<TokenizeShardsResult> TokenizeShards(const TokenizeShardsOptions&
   auto print_progress = [&](bool final) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // ETA: the shards left at this run's mean seconds per tokenized (not resumed) shard.
+    const int64_t done_now = progress.shards_done.load(), fresh = done_now - progress.resumed.load();
+    const std::string eta = done_now >= static_cast<int64_t>(n) ? "done"
+                            : fresh > 0 ? absl::StrFormat("%.0fs", secs / fresh * (static_cast<int64_t>(n) - done_now))
+                                        : "?";
     const std::string line = absl::StrFormat(
-        "tokenize: %d/%d shards (%d resumed) | %s docs | %s tokens | %.1f MB/s | %.0fs",
-        progress.shards_done.load(), n, progress.resumed.load(), Human(progress.docs.load()),
-        Human(progress.tokens.load()), secs > 0 ? progress.bytes.load() / 1e6 / secs : 0.0, secs);
+        "tokenize: %d/%d shards (%d resumed) | %s docs | %s tokens | %.1f MB/s | %.0fs elapsed | ETA %s",
+        done_now, n, progress.resumed.load(), Human(progress.docs.load()),
+        Human(progress.tokens.load()), secs > 0 ? progress.bytes.load() / 1e6 / secs : 0.0, secs, eta);
     std::fprintf(stderr, tty ? "\r%s\033[K%s" : "%s%s", line.c_str(), final || !tty ? "\n" : "");
     std::fflush(stderr);
   };

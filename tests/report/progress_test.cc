@@ -66,5 +66,36 @@ TEST(ProgressTest, LinesModePrintsEventsOnlyLiveModeRedrawsAndErases) {
   std::fclose(g);
 }
 
+TEST(ProgressTest, TickPrintsAtMostFourLinesInLogs) {
+  FILE* f = std::tmpfile();
+  {
+    Progress p("analyze attention", 10, "samples", f, Progress::Mode::kLines);
+    for (int i = 1; i <= 10; ++i) p.Tick(i);
+  }
+  const std::string lines = ReadAll(f);
+  EXPECT_EQ(lines.find('\r'), std::string::npos) << lines;
+  // Quarters entered at 3 (30 %), 5 (50 %), 8 (80 %) and 10 (the total).
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 4) << lines;
+  EXPECT_NE(lines.find("analyze attention 3/10 samples"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("analyze attention 5/10 samples"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("analyze attention 8/10 samples"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("analyze attention 10/10 samples"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("ETA done"), std::string::npos) << lines;
+  EXPECT_EQ(lines.find("2/10"), std::string::npos) << lines;
+  std::fclose(f);
+
+  FILE* g = std::tmpfile();
+  {
+    Progress p("corpus: man pages", 3, "pages", g, Progress::Mode::kLive);
+    p.Tick(1);
+    p.Tick(3, "last");  // drawn although inside the 0.2 s throttle: the final count
+  }
+  const std::string live = ReadAll(g);
+  EXPECT_EQ(live.find('\n'), std::string::npos) << live;
+  EXPECT_NE(live.find("corpus: man pages 3/3 pages"), std::string::npos) << live;
+  EXPECT_NE(live.find("| last"), std::string::npos) << live;
+  std::fclose(g);
+}
+
 }  // namespace
 }  // namespace longctx

@@ -273,5 +273,22 @@ TEST_F(NiahProbeTest, BadSettingsNameTheField) {
   EXPECT_NE(ValidateProbeSettings(s, "--").message().find("--threshold"), std::string::npos);
 }
 
+// A byte-level model's greedy output may be invalid UTF-8 (an untrained one
+// usually is); the JSON report must still be writable (dump() throws on
+// invalid UTF-8), with each invalid byte shown as U+FFFD.
+TEST(NiahProbeReportTest, InvalidUtf8GenerationIsReplacedInTheJson) {
+  ProbeResult r;
+  ProbeTrial t;
+  t.length = 128;
+  t.sample.numbers = {"123456"};
+  t.generated = std::string("12\x8f\xff 34 \xc3\xa9");
+  t.found = {false};
+  r.trials.push_back(t);
+  const nlohmann::json j = ProbeResultToJson(r);
+  std::string text;
+  ASSERT_NO_THROW(text = j.dump());
+  EXPECT_EQ(j["trials"][0]["generated"], "12\xEF\xBF\xBD\xEF\xBF\xBD 34 \xc3\xa9");  // valid é kept
+}
+
 }  // namespace
 }  // namespace longctx

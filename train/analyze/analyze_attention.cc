@@ -14,6 +14,7 @@
 #include "model/attention_analysis.h"
 #include "model/inference.h"
 #include "train/checkpoint/loaded_checkpoint.h"
+#include "train/report/progress.h"
 
 namespace longctx {
 namespace {
@@ -94,7 +95,11 @@ absl::StatusOr<nlohmann::json> AnalyzeAttention(const AnalyzeAttentionOptions& o
   double base_nll = 0, ablated_nll = 0;
   uint64_t seed = o.seed;
   int tried = 0;
+  // Progress on stderr (stdout carries the summary and the JSON): a live line on
+  // a terminal, otherwise a line at each quarter of the samples (Progress::Tick).
+  Progress progress("analyze attention", o.samples, "samples", stderr);
   for (int sample = 0; sample < o.samples; ++sample) {
+    if (sample > 0) progress.Tick(sample);
     // Draw until the first needle sits within ±0.05 of the requested depth.
     absl::StatusOr<NeedleSample> ns = absl::InternalError("no sample");
     for (;;) {
@@ -136,6 +141,8 @@ absl::StatusOr<nlohmann::json> AnalyzeAttention(const AnalyzeAttentionOptions& o
       ablated_nll += *a;
     }
   }
+
+  progress.Tick(o.samples);
 
   // Average over samples, layer by layer and head by head.
   std::vector<LayerMass> mass = masses[0];

@@ -31,6 +31,7 @@
 #include "train/probe/niah_probe_model.h"
 #include "train/probe/niah_probe_report.h"
 #include "train/report/png_plot.h"
+#include "train/report/progress.h"
 #include "train/sft_config.h"
 #include "train/string_config.h"
 #include "train/preemption.h"
@@ -283,7 +284,19 @@ int RunDataCorpusCommand(const std::string& out, const std::string& brown_dir, i
   o.out_dir = out;
   o.brown_dir = brown_dir;
   o.threads = threads;
+  // Progress on stderr, one Progress per stage ("corpus: man pages 120/480 pages | rate | ETA").
+  std::optional<Progress> progress;
+  std::string stage_now;
+  o.progress = [&](const std::string& stage, int64_t done, int64_t total) {
+    if (stage != stage_now || !progress) {
+      progress.reset();
+      stage_now = stage;
+      progress.emplace("corpus: " + stage, total, stage == "shards" ? "docs" : "pages", stderr);
+    }
+    progress->Tick(done);
+  };
   absl::StatusOr<CorpusBuildSummary> s = BuildDefaultCorpus(o);
+  progress.reset();
   if (!s.ok()) return FailCommand(s.status());
   std::printf("%s", s->ConsoleSummary(out).c_str());  // the full summary is out/corpus.json
   return 0;

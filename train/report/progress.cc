@@ -68,4 +68,17 @@ void Progress::Update(int64_t done) {
 
 void Progress::Event(int64_t done, const std::string& detail) { Draw(done, detail); }
 
+void Progress::Tick(int64_t done, const std::string& detail) {
+  if (live_) {
+    if (done >= total_ || Since(last_draw_) >= 0.2) Draw(done, detail);  // the final count even inside the throttle
+    return;
+  }
+  if (total_ <= 0) return;
+  const int64_t quarter = std::min<int64_t>(4, std::max<int64_t>(0, done) * 4 / total_);
+  if (quarter > last_quarter_) {
+    last_quarter_ = quarter;
+    Draw(done, detail);
+  }
+}
+
 }  // namespace longctx

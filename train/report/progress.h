@@ -27,6 +27,10 @@ class Progress {
   // An event worth a line in logs (a finished length, a finished shard): lines
   // mode prints the progress line with `detail`; live mode redraws it.
   void Event(int64_t done, const std::string& detail);
+  // For many small units (samples, pages, documents): live mode as Update;
+  // lines mode prints a line (with `detail`) when `done` enters the next
+  // quarter of the total, and at the total, so a log gets at most 4 lines.
+  void Tick(int64_t done, const std::string& detail = "");
   // Erases a live line (before the caller prints lines of its own); the next Update redraws it.
   void Clear();
 
@@ -41,6 +45,7 @@ class Progress {
   FILE* out_;
   bool live_;
   bool drawn_ = false;
+  int64_t last_quarter_ = 0;  // Tick: quarters of the total already printed in lines mode
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 
