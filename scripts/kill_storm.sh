@@ -1,7 +1,8 @@
 #!/bin/bash
 # Why: issue 12's kill storm. A checkpoint-heavy sharded run (mpirun, 2 ranks,
 # FSDP, a checkpoint every step) is SIGKILLed — mpirun and both ranks at once,
-# like a lost node — at a random moment, N times, restarting each time. After
+# like a lost node — at a random moment, N times, restarting each time (the
+# killed job's out_dir lock must not block the restart). After
 # every kill the checkpoint a restart resumes from (the newest step directory
 # with COMPLETE) must verify against its manifest (`longctx checkpoint
 # verify`), and every temporary directory present at a kill must be gone once

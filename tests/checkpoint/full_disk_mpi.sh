@@ -1,8 +1,9 @@
 #!/bin/bash
-# Why: a full disk during a save of a 2-rank FSDP run must end the job with a
-# clear error (rank 0's, broadcast to every rank: no rank trains on or hangs
-# in a collective) within a minute, and leave the previous checkpoint intact
-# and verifiable with no temporary directory behind. out_dir is a 1.2 MB tmpfs
+# Why: a full disk during a save of a 2-rank FSDP run — both ranks writing
+# their shard files at once — must end the job with a clear error (the first
+# failing rank's, agreed by every rank: no rank trains on or hangs in a
+# collective) within a minute, and leave the previous checkpoint intact and
+# verifiable with no temporary directory behind. out_dir is a 1.2 MB tmpfs
 # (needs root: the test reports SKIP otherwise); one checkpoint of the tiny
 # model (~0.65 MB) fits, the second does not.
 #   full_disk_mpi.sh "MPIRUN..." LONGCTX_BINARY CONFIG DATA

@@ -2,7 +2,8 @@
 // is more than a model; `checkpoint consolidate` verifies it against its
 // manifest and writes the directory a model consumer needs: one HF-layout
 // model.safetensors + config.json (+ the run's config and trainer state that
-// eval, generate and probe read). See ConsolidateCheckpoint (checkpoint.h).
+// eval, generate and probe read), assembling a ZeRO-1/FSDP checkpoint's
+// per-rank shard files. See ConsolidateCheckpoint (checkpoint.h).
 // `checkpoint verify` checks one against its manifest (the kill storm uses it).
 #include "train/cli/checkpoint_commands.h"
 
@@ -27,7 +28,8 @@ void RegisterCheckpointCommands(CommandTable& table) {
   CLI::App* c = table.Add(
       {.path = "checkpoint consolidate",
        .summary = "verify a checkpoint and write one HF-layout model.safetensors + config.json to --out",
-       .notes = "The output is what eval, generate and probe read (no optimizer state).\n"
+       .notes = "A sharded (ZeRO-1/FSDP) checkpoint's shard files are assembled into whole tensors.\n"
+                "The output is what eval, generate and probe read (no optimizer state).\n"
                 "  longctx checkpoint consolidate --checkpoint runs/x/step-00000300 --out runs/x/hf",
        .run = [a](const std::vector<std::string>&) {
          if (absl::Status st = ConsolidateCheckpoint(a->checkpoint, a->out); !st.ok()) return FailCommand(st);
