@@ -4,7 +4,8 @@
 // fall; metrics.jsonl must record every step's row length in the schedule's
 // 3:1 pattern with its rows and loss tokens; a run stopped in the middle of the
 // schedule and resumed must continue bit-identically (losses and weights) to
-// an uninterrupted one; the rows of a step must not depend on grad_accum; and
+// an uninterrupted one; the rows of a step must not depend on grad_accum or
+// the number of ranks; and
 // schedules that cannot work are refused with the field named.
 #include <map>
 #include <string>
@@ -171,6 +172,32 @@ TEST_F(SftTrainTest, StepRowsDoNotDependOnGradAccum) {
   // AdamW's normalisation amplifies a little.
   EXPECT_NEAR(a.at(1), b.at(1), 1e-6 * a.at(1));
   for (int s = 2; s <= 4; ++s) EXPECT_NEAR(a.at(s), b.at(s), 2e-3 * a.at(s)) << "step " << s;
+}
+
+TEST_F(SftTrainTest, TwoRanksTrainTheSameStepsAsOneProcess) {
+  // Data parallel: every rank packs every row of the step and takes its
+  // share; 2 ranks x grad_accum 1 against 1 process x grad_accum 2 — the same
+  // 8,192-token steps, the same losses and weights bit for bit (gradients are
+  // summed per micro-batch in fp64 on and across ranks, train/parallel).
+  if (RunCommand("command -v mpirun").exit_code != 0) GTEST_SKIP() << "no mpirun";
+  const std::string one = *tmp_ / "np1", two = *tmp_ / "np2";
+  auto r = RunCommand(Train(one, "--steps=4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(absl::StrCat(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none --mca mpi_yield_when_idle 1 -np 2 ",
+      Train(two, "--steps=4 --grad_accum=1")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> a = MetricsEvents(one + "/metrics.jsonl", "train"),
+                                    b = MetricsEvents(two + "/metrics.jsonl", "train");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(a[i]["seq_len"], b[i]["seq_len"]);
+    EXPECT_EQ(a[i]["loss_tokens"], b[i]["loss_tokens"]);
+    EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << i + 1;
+  }
+  EXPECT_TRUE(ReadFile(one + "/step-00000004/model.safetensors") == ReadFile(two + "/step-00000004/model.safetensors"));
 }
 
 TEST_F(SftTrainTest, BadSchedulesAreRefusedNamingTheField) {
