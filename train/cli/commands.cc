@@ -156,6 +156,18 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
   o.seq_len = config->data().seq_len();
   o.grad_accum = config->grad_accum();
   o.recompute_every = config->model().recompute_every();
+  // SFT (data.sft): the schedule's micro-batch with the largest activations (train/sft_config.h).
+  if (IsSftConfig(*config)) {
+    int64_t best = -1;
+    for (const MicroBatchShape& m : TrainingMicroBatchShapes(*config, std::max(1, world))) {
+      const int64_t a = EstimateTrainingMemory(*dims, m.batch, m.seq_len, o.logits_chunk_tokens, o.recompute_every)
+                            .activations;
+      if (a > best) best = a, o.batch = m.batch, o.seq_len = m.seq_len;
+    }
+    if (!json)
+      std::printf("SFT (data.sft): planned for the schedule's largest micro-batch, %lld x %lld tokens\n",
+                  static_cast<long long>(o.batch), static_cast<long long>(o.seq_len));
+  }
   Plan plan = MakePlan(*dims, o);
   std::optional<RankMemoryPlan> ranks;
   if (world > 0) {

@@ -23,7 +23,9 @@
 // accumulator, 8 bytes; FSDP an fp64 shard accumulator, 8 / world bytes;
 // plus a fixed 32 MiB send and 32 MiB / world receive buffer (Fp64Reducer).
 // Communication: the reduce-scatter moves doubles, 8 bytes instead of 4
-// (DDP's all-gather of the reduced fp32 gradient is unchanged).
+// (DDP's all-gather of the reduced fp32 gradient is unchanged) — except when
+// the whole sum has two terms (2 ranks, one micro-batch each): fp32's a + b is
+// then already the exactly rounded sum, and the fp32 reduce-scatter is used.
 #ifndef LONGCTX_TRAIN_PARALLEL_GRAD_SUM64_H_
 #define LONGCTX_TRAIN_PARALLEL_GRAD_SUM64_H_
 
@@ -99,6 +101,7 @@ class Fp64GradSum {
   int micro_ = 0;
   std::vector<DeviceBuffer> acc_;  // per buffer, fp64, allocated at the second micro-batch
   DeviceBuffer scratch_;           // fp64 conversion chunk of AddF64
+  DeviceBuffer tmp32_;             // two-term case: the fp32 reduced shard
   Fp64Reducer reducer_;
 };
 
