@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -65,6 +66,23 @@ absl::StatusOr<std::string> PosfreqPlotPng(const Json& ev, const std::string& ti
     plot.AddSeries(absl::StrCat(kind, " layers"), std::move(x), std::move(y));
   }
   return Png(plot);
+}
+
+std::set<int64_t> PassRateStepsToPlot(const std::map<int64_t, std::map<int64_t, double>>& pass_rate) {
+  std::vector<int64_t> steps;
+  for (const auto& [step, c] : pass_rate) steps.push_back(step);
+  if (steps.size() <= 10) return std::set<int64_t>(steps.begin(), steps.end());
+  std::set<int64_t> shown;
+  for (size_t i = 0; i < 7; ++i) shown.insert(steps[i * (steps.size() - 1) / 6]);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::map<int64_t, double>& c = pass_rate.at(steps[i]);
+    if (std::any_of(c.begin(), c.end(), [](const auto& kv) { return kv.second >= 0.5; })) {
+      shown.insert(steps[i]);
+      if (i > 0) shown.insert(steps[i - 1]);
+      break;
+    }
+  }
+  return shown;
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(const std::vector<Json>& events,
@@ -146,8 +164,12 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
     o.y_min = -0.05;  // pass rate 0 visible above the axis
     o.y_max = 1.05;
     o.legend_corner = LegendCorner::kBottomLeft;
+    const std::set<int64_t> shown = PassRateStepsToPlot(pass_rate);
+    if (shown.size() < pass_rate.size())
+      o.title += absl::StrCat(" (", shown.size(), " of ", pass_rate.size(), " probes)");
     LinePlot plot(o);
     for (const auto& [step, c] : pass_rate) {
+      if (shown.count(step) == 0) continue;
       std::vector<double> x, y;
       Split(c, x, y);
       plot.AddSeries(absl::StrCat("step ", step), std::move(x), std::move(y));

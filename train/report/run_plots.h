@@ -6,6 +6,9 @@
 #ifndef LONGCTX_TRAIN_REPORT_RUN_PLOTS_H_
 #define LONGCTX_TRAIN_REPORT_RUN_PLOTS_H_
 
+#include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +33,13 @@ absl::StatusOr<std::string> PosfreqPlotPng(const nlohmann::json& posfreq_event, 
 // length on the effective-length plot. Error: no "train" event at all.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
     const std::vector<nlohmann::json>& events, const std::string& run_name, int train_len);
+
+// The probe steps the pass-rate plot draws, given each probe step's
+// (length -> pass rate): all of them when at most
+// 10 (the palette's colours); otherwise 7 evenly spaced steps (first and last
+// included) plus the first step where some length reaches 0.5 and the step
+// before it.
+std::set<int64_t> PassRateStepsToPlot(const std::map<int64_t, std::map<int64_t, double>>& pass_rate);
 
 }  // namespace longctx
 
