@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Why: issue 16's figures (docs/BENCHMARKS.md, "Attention at GEMM speed") are
+# attention fwd+bwd GFLOP/s over L and whole ref-b steps, each as a fraction of
+# the GEMM peak of its own precision measured in the same run, before and after
+# the change. They were first taken on a machine shared with other jobs; this
+# one command re-takes the whole table (on a quiet machine, for the record).
+#
+#   bash scripts/bench_attention.sh                      # after only
+#   BEFORE_BIN=/tmp/attn-old/build/bin/longctx bash scripts/bench_attention.sh
+#
+# Environment: LONGCTX_BIN (default build/bin/longctx), BEFORE_BIN (a build of
+# the commit before issue 16, e.g. `git worktree add /tmp/attn-old 3ac0938`
+# and build it: its bench has no bf16 attention and no peaks, so its rows are
+# divided by the peaks of the after-run of the same precision, taken minutes
+# apart), LENGTHS (default 2048,4096,8192,16384), STEP_T (default 512,16384),
+# REPEATS (default 2), STEPS (default 3 at T = 512, 1 at longer T), PARTS
+# (default attn,steps: which halves run), OUT (raw outputs; default
+# runs/bench-attention-<UTC time>). Prints a markdown table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${LONGCTX_BIN:-build/bin/longctx}
+BEFORE_BIN=${BEFORE_BIN:-}
+LENGTHS=${LENGTHS:-2048,4096,8192,16384}
+STEP_T=${STEP_T:-512,16384}
+REPEATS=${REPEATS:-2}
+PARTS=${PARTS:-attn,steps}
+OUT=${OUT:-runs/bench-attention-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+[ -x "$BIN" ] || { echo "bench_attention.sh: no binary at $BIN (build first or set LONGCTX_BIN)" >&2; exit 1; }
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "flags: $(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|avx512_fp16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  echo "cores: $(nproc)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
+} | tee "$OUT/machine.txt"
+
+attn() {  # $1 = binary, $2 = precision, $3 = output file
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  nice -n 5 "$1" bench attention --config configs/ref-b.textproto --lengths="$LENGTHS" --kinds=full,swa \
+    --window=1024 --repeats="$REPEATS" --max_full_len=1000000 --precision="$2" > "$3"
+}
+
+for prec in fp32 bf16; do
+  [[ ",$PARTS," == *,attn,* ]] || break
+  echo "== attention, $prec (after)" >&2
+  attn "$BIN" "$prec" "$OUT/attn-after-$prec.jsonl"
+  if [ -n "$BEFORE_BIN" ]; then
+    echo "== attention, $prec (before: $BEFORE_BIN)" >&2
+    attn "$BEFORE_BIN" "$prec" "$OUT/attn-before-$prec.jsonl"
+  fi
+done
+
+IFS=, read -r -a ts <<< "$STEP_T"
+[[ ",$PARTS," == *,steps,* ]] || ts=()
+for T in "${ts[@]+"${ts[@]}"}"; do
+  batch=$(( T >= 2048 ? 1 : 2048 / T ))
+  steps=${STEPS:-$(( T > 512 ? 1 : 3 ))}
+  warmup=$(( T > 512 ? 0 : 1 ))
+  for cfg in ref-b ref-b-rnope-swa; do
+    for prec in fp32 bf16; do
+      echo "== step $cfg T=$T $prec (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+      nice -n 5 "$BIN" bench --config "configs/$cfg.textproto" --steps="$steps" --warmup="$warmup" \
+        --data.seq_len="$T" --data.batch_size="$batch" --model.max_position_embeddings="$(( T > 512 ? T : 512 ))" \
+        --precision="$prec" > "$OUT/step-$cfg-T$T-$prec.jsonl"
+    done
+  done
+done
+
+python3 - "$OUT" <<'EOF'
+import glob, json, os, sys
+out = sys.argv[1]
+def rows(path):
+    r = []
+    if os.path.exists(path):
+        for line in open(path):
+            if line.startswith('{'):
+                r.append(json.loads(line))
+    return r
+print("\n### Attention fwd+bwd (ref-b shape: 8 heads / 4 kv, head_dim 64; one L-token segment)\n")
+print("| kind | L | precision | before GFLOP/s | before % of peak | after GFLOP/s | after % of peak | peak (GFLOP/s) | load (1/5/15 min) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for prec in ("fp32", "bf16"):
+    after = [j for j in rows(f"{out}/attn-after-{prec}.jsonl") if j.get("bench") == "attention"]
+    before = {(j["kind"], j["seq_len"]): j for j in rows(f"{out}/attn-before-{prec}.jsonl") if j.get("bench") == "attention"}
+    for j in after:
+        b = before.get((j["kind"], j["seq_len"]))
+        peak = j["peak_gflops"]
+        bg = f'{b["attn_gflops"]:.1f}' if b else "-"
+        bf = f'{100 * b["attn_gflops"] / peak:.1f} %' if b else "-"
+        print(f'| {j["kind"]} | {j["seq_len"]} | {prec} | {bg} | {bf} | {j["attn_gflops"]:.1f} | '
+              f'{100 * j["attn_fraction_of_peak"]:.1f} % | {peak:.1f} | {j["loadavg_end"]} |')
+print("\n### Whole ref-b training step (fraction of the GEMM peak of the step's precision)\n")
+print("| config | T | precision | tokens/s | GFLOP/s | peak (GFLOP/s) | % of peak | load (start / end) |")
+print("|---|---|---|---|---|---|---|---|")
+for path in sorted(glob.glob(f"{out}/step-*.jsonl")):
+    js = [j for j in rows(path) if j.get("system") == "longctx"]
+    if not js:
+        continue
+    j = js[-1]
+    print(f'| {j["config"]} | {j["seq_len"]} | {j["precision"]} | {j["tokens_per_s"]:.1f} | {j["gflops"]:.1f} | '
+          f'{j["peak_gflops"]:.1f} | {100 * j["fraction_of_peak"]:.1f} % | {j["loadavg_start"]} / {j["loadavg_end"]} |')
+EOF
