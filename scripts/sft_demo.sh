@@ -40,9 +40,12 @@ if [[ ! -f data/sft/byte/sft.lsft ]]; then
   python3 scripts/sft_build.py --out data/sft/sft.jsonl
   "$BIN" data sft --input data/sft/sft.jsonl --out data/sft/byte --tokenizer byte
 fi
-# One packed 8,192-token row, decoded, loss-carrying tokens in ⟦ ⟧ (the first 3000 bytes).
-"$BIN" data sft --dump data/sft/byte --seq_len 8192 --batch_size 1 --rows 1 | head -c 3000 > data/sft/dump-8192.txt
-echo "sft_demo: decoded packed row in data/sft/dump-8192.txt"
+# One packed 65,536-token row, decoded, loss-carrying tokens in ⟦ ⟧ (the dump's
+# packer has no "drop", so pages over 65,536 tokens are split for the dump only).
+"$BIN" data sft --dump data/sft/byte --seq_len 65536 --batch_size 1 --rows 1 --split_long_examples \
+  > data/sft/dump-65536.txt
+echo "sft_demo: decoded packed row in data/sft/dump-65536.txt; loss-carrying tokens:"
+grep -o '⟦[^⟧]*⟧' data/sft/dump-65536.txt | head -5 || true
 
 # 4. SFT (resumes from the newest checkpoint in out_dir when there is one).
 for run in $RUNS; do
