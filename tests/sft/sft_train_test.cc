@@ -156,6 +156,19 @@ TEST_F(SftTrainTest, ResponseLossFallsEveryStepLengthLoggedResumeIsBitIdentical)
   EXPECT_TRUE(wa == wb) << "final weights differ after stop-and-resume";
 }
 
+TEST_F(SftTrainTest, LogEveryFourStillListsEveryStepsLength) {
+  // One "train" event per 4 steps; its window_seq_lens names each step's length.
+  const std::string out = *tmp_ / "log4";
+  auto r = RunCommand(Train(out, "--steps=8 --log_every=4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> train = MetricsEvents(out + "/metrics.jsonl", "train");
+  ASSERT_EQ(train.size(), 2u);
+  for (const nlohmann::json& ev : train) {
+    EXPECT_EQ(ev["window_seq_lens"], nlohmann::json({512, 512, 512, 4096})) << ev.dump();
+    EXPECT_EQ(ev["seq_len"].get<int>(), 4096);
+  }
+}
+
 TEST_F(SftTrainTest, StepRowsDoNotDependOnGradAccum) {
   // The same 8,192-token steps as one micro-batch instead of two: the same
   // loss up to the order of the sums (one micro-batch sums in another order).
