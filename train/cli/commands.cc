@@ -2,6 +2,7 @@
 #include "train/cli/commands.h"
 
 #include <optional>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -392,15 +393,28 @@ int RunProbeCommand(const ProbeCommandArgs& a) {
   ScopedBackendThreads probe_threads(loaded->backend.get(), config.probe_threads());
   ProbeRunOptions o;
   o.keep_trials = true;
-  o.on_length = [&s](const ProbeLengthResult& l) {
+  // Each length's line ends with the elapsed time and an ETA: the lengths left at
+  // this run's seconds per prompt token so far (a trial's cost grows with its length).
+  const auto probe_start = std::chrono::steady_clock::now();
+  int64_t lengths_done = 0, lengths_left = 0;
+  for (int64_t L : ProbeLengths(s)) lengths_left += L;
+  auto timing = [&]() {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - probe_start).count();
+    const std::string eta = lengths_left == 0 ? "done" : FormatDuration(secs / lengths_done * lengths_left);
+    return absl::StrFormat(" | %s elapsed | ETA %s", FormatDuration(secs), eta);
+  };
+  o.on_length = [&](const ProbeLengthResult& l) {
+    lengths_done += l.length;
+    lengths_left -= l.length;
     if (!l.tested) {
       std::printf("length %6lld | skipped: shorter than the format's fixed parts\n", static_cast<long long>(l.length));
     } else if (!s.decode) {
-      std::printf("length %6lld | answer loss %.4f | %d trials\n", static_cast<long long>(l.length), l.answer_loss,
-                  l.trials);
+      std::printf("length %6lld | answer loss %.4f | %d trials%s\n", static_cast<long long>(l.length), l.answer_loss,
+                  l.trials, timing().c_str());
     } else {
-      std::printf("length %6lld | pass %.3f | needles %.3f | answer loss %.4f | %d trials\n",
-                  static_cast<long long>(l.length), l.pass_rate, l.needle_accuracy, l.answer_loss, l.trials);
+      std::printf("length %6lld | pass %.3f | needles %.3f | answer loss %.4f | %d trials%s\n",
+                  static_cast<long long>(l.length), l.pass_rate, l.needle_accuracy, l.answer_loss, l.trials,
+                  timing().c_str());
     }
     std::fflush(stdout);
   };
