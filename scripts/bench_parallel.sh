@@ -24,8 +24,10 @@
 # --sync_repeats: 2 ranks, ref-b's gradients, after a barrier), fp64 and fp32.
 # comm share = comm_s (seconds a step spends inside train/parallel's
 # collectives on rank 0, blocking: it includes waiting for the other rank) /
-# step time (tokens / tokens_per_s). Measured about 3 min on a quiet machine
-# for STEPS=6 (the first step of each run is excluded as warm-up).
+# step time (tokens / tokens_per_s). The first step of each run is excluded
+# as warm-up. Duration: 755 s for STEPS=4 under load 14-20 (before the
+# sync-alone runs); estimated 4-5 min on a quiet machine for STEPS=6 (ref-b's
+# ~500 tokens/s single-process step), not measured quiet.
 set -u
 cd "$(dirname "$0")/.."
 build="${1:-build}"

@@ -66,6 +66,7 @@ std::vector<std::vector<float>> Train(ParallelMode mode, bool reshard, std::vect
                                       bool strategy_inits = false, int micro = 1, bool fp64 = true) {
   TrainConfig c = Config(mode, reshard);
   c.set_grad_sum_fp64(fp64);
+  c.set_grad_accum(micro);  // FSDP keeps an fp64 accumulator only for grad_accum > 1
   absl::StatusOr<ModelDims> d = ResolveModelConfig(c.model());
   EXPECT_TRUE(d.ok());
   std::unique_ptr<Backend> be = MakeCpuBackend();
@@ -116,6 +117,46 @@ TEST(StrategySingleRankTest, Zero1AndFsdpEqualDdpBitForBit) {
       EXPECT_EQ(0, std::memcmp(p[b].data(), ddp[b].data(), p[b].size() * sizeof(float)))
           << ParallelMode_Name(mode) << " reshard " << reshard << " strategy inits " << inits << " buffer " << b;
   }
+}
+
+// FSDP with grad_accum 1 keeps no fp64 accumulator; a second micro-batch in a
+// step (more than configured) makes it start one instead of overwriting the
+// first micro-batch's reduced gradient: on one rank the update equals DDP's.
+TEST(StrategySingleRankTest, FsdpGradAccumOneStartsAnAccumulatorOnASecondMicroBatch) {
+  std::vector<std::vector<float>> got;
+  for (ParallelMode mode : {DDP, FSDP}) {
+    TrainConfig c = Config(mode, true);
+    c.set_grad_sum_fp64(true);  // one rank: the first micro-batch's sum is fp32 already, so no rounding is lost
+    absl::StatusOr<ModelDims> d = ResolveModelConfig(c.model());
+    ASSERT_TRUE(d.ok());
+    std::unique_ptr<Backend> be = MakeCpuBackend();
+    Transformer model(*d, be.get(), DType::kF32);
+    std::unique_ptr<Communicator> comm = MakeLocalCommunicator();
+    absl::StatusOr<std::unique_ptr<ParallelStrategy>> s = MakeParallelStrategy(c, &model, comm.get());
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Setup(9).ok());
+    const int64_t before = (*s)->state_bytes();
+    (*s)->BeginStep();
+    for (int k = 0; k < 2; ++k) {
+      Batch b = MakeBatch(k);
+      (*s)->BeginMicroBatch();
+      model.ForwardBackward(b.t(), 1.0 / 40, true);
+      (*s)->EndMicroBatch();
+    }
+    ASSERT_TRUE((*s)->FinishBackward().ok());
+    ASSERT_TRUE((*s)->OptimizerStep(1e-2).ok());
+    if (mode == FSDP) EXPECT_GT((*s)->state_bytes(), before) << "the fp64 accumulator";
+    ASSERT_TRUE((*s)->GatherFullParameters().ok());
+    std::vector<float> all;
+    for (int b = 0; b < model.layout().num_buffers(); ++b) {
+      std::vector<float> host(model.layout().buffer_size(b));
+      model.params().CopyToHost(b, host.data());
+      all.insert(all.end(), host.begin(), host.end());
+    }
+    (*s)->ReleaseFullParameters();
+    got.push_back(all);
+  }
+  EXPECT_EQ(got[0], got[1]);
 }
 
 // grad_sum_fp64 with one micro-batch changes nothing: fp32 -> fp64 -> fp32 of

@@ -71,6 +71,17 @@ absl::Status Fp64Reducer::ReduceScatter(Communicator& comm, const Tensor& full, 
     deliver(out_shard, full);
     return absl::OkStatus();
   }
+  if (world == 2 && !accumulate && full.dtype == DType::kF32) {
+    // Two fp32 terms: fp32's a + b is already the exact sum rounded once —
+    // the fp64 result bit for bit — so the fp32 reduce-scatter does it with
+    // half the bytes. (out_shard may alias full's range: reduce into tmp32_.)
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(mine.size(), 1)) * sizeof(float);
+    if (tmp32_.bytes() < bytes) tmp32_ = DeviceBuffer(be_, bytes);
+    const Tensor tmp(tmp32_.data(), DType::kF32, {mine.size()}, be_->device());
+    if (absl::Status st = ReduceScatterSum(comm, *be_, full, tmp); !st.ok()) return st;
+    if (mine.size() > 0) be_->Copy(out_shard, tmp);
+    return absl::OkStatus();
+  }
   const int64_t c = chunk_elements(world);
   const int64_t largest = ShardOf(n, 0, world).size();  // rank 0's range is never smaller
   const Tensor send = Buf(&send_, c * world);
@@ -143,17 +154,6 @@ absl::Status Fp64GradSum::ReduceScatter(Communicator& comm, const ParamStore& gr
     if (shard32.data != g.data) be_->Copy(shard32, g);
     return absl::OkStatus();
   }
-  if (micro_ < 2 && comm.world_size() == 2) {
-    // Two terms in all (one micro-batch on each of two ranks): fp32's a + b is
-    // already the exact sum rounded once — the fp64 result bit for bit — so
-    // the cheaper fp32 reduce-scatter is used (half the bytes).
-    const size_t bytes = static_cast<size_t>(std::max<int64_t>(r.size(), 1)) * sizeof(float);
-    if (tmp32_.bytes() < bytes) tmp32_ = DeviceBuffer(be_, bytes);
-    const Tensor tmp(tmp32_.data(), DType::kF32, {r.size()}, be_->device());
-    if (absl::Status st = ReduceScatterSum(comm, *be_, g, tmp); !st.ok()) return st;
-    if (r.size() > 0) be_->Copy(shard32, tmp);
-    return absl::OkStatus();
-  }
   // From the fp64 accumulator, or the one fp32 micro-batch gradient (packed
   // to fp64 chunk by chunk). The output may alias g's range: every piece is
   // packed before its result is written, and pieces do not overlap.
@@ -188,7 +188,7 @@ absl::Status SumReplicatedGradients(Communicator& comm, Backend& be, ParamStore&
 }
 
 int64_t Fp64GradSum::bytes() const {
-  int64_t n = static_cast<int64_t>(scratch_.bytes() + tmp32_.bytes()) + reducer_.bytes();
+  int64_t n = static_cast<int64_t>(scratch_.bytes()) + reducer_.bytes();
   for (const DeviceBuffer& d : acc_) n += static_cast<int64_t>(d.bytes());
   return n;
 }

@@ -20,7 +20,9 @@
 // One micro-batch on one process is bit-identical to the fp32 path: one fp32
 // term converted to fp64 and back is itself, and then nothing is converted.
 // Cost (per parameter): DDP/ZeRO-1 with 2+ local micro-batches an fp64
-// accumulator, 8 bytes; FSDP an fp64 shard accumulator, 8 / world bytes;
+// accumulator, 8 bytes; FSDP with grad_accum > 1 an fp64 shard accumulator,
+// 8 / world bytes (with grad_accum 1 each buffer's one reduce-scatter is
+// rounded straight into the fp32 shard);
 // plus a fixed 32 MiB send and 32 MiB / world receive buffer (Fp64Reducer).
 // Communication: the reduce-scatter moves doubles, 8 bytes instead of 4
 // (DDP's all-gather of the reduced fp32 gradient is unchanged) — except when
@@ -53,12 +55,14 @@ void AddF64(Backend& be, const Tensor& acc64, const Tensor& src, const Tensor& s
 // cut into pieces of at most chunk_elements(world) elements and piece j of
 // every rank is packed (converted to fp64, zero-padded) into one send buffer
 // of world × chunk doubles, so no fp64 copy of a whole buffer is made.
-// Element sums do not depend on the chunking. Collective.
+// Element sums do not depend on the chunking. Two ranks summing fp32 into an
+// fp32 shard use the fp32 reduce-scatter: a + b in fp32 is already the exact
+// sum rounded once. Collective.
 class Fp64Reducer {
  public:
   explicit Fp64Reducer(Backend* be) : be_(be) {}
   absl::Status ReduceScatter(Communicator& comm, const Tensor& full, const Tensor& out_shard);
-  int64_t bytes() const { return static_cast<int64_t>(send_.bytes() + recv_.bytes()); }
+  int64_t bytes() const { return static_cast<int64_t>(send_.bytes() + recv_.bytes() + tmp32_.bytes()); }
   // Elements per rank per chunk: 4 Mi / world (a 32 MiB send buffer), at least 1.
   static int64_t chunk_elements(int world);
 
@@ -66,6 +70,7 @@ class Fp64Reducer {
   Tensor Buf(DeviceBuffer* d, int64_t n);
   Backend* be_;
   DeviceBuffer send_, recv_;
+  DeviceBuffer tmp32_;  // two fp32 terms: the fp32 reduced shard
 };
 
 class Fp64GradSum {
@@ -101,7 +106,6 @@ class Fp64GradSum {
   int micro_ = 0;
   std::vector<DeviceBuffer> acc_;  // per buffer, fp64, allocated at the second micro-batch
   DeviceBuffer scratch_;           // fp64 conversion chunk of AddF64
-  DeviceBuffer tmp32_;             // two-term case: the fp32 reduced shard
   Fp64Reducer reducer_;
 };
 

@@ -252,13 +252,17 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
  public:
   FsdpStrategy(const TrainConfig& c, Transformer* m, Communicator* comm)
       : ShardedStrategyBase(c, m, comm), reshard_after_forward_(c.fsdp_reshard_after_forward()),
-        reducer_(m->backend()) {
+        fp64_(c.grad_sum_fp64()), single_term_(c.grad_accum() == 1), reducer_(m->backend()) {
     for (int b = 0; b < opt_.num_buffers(); ++b) {
       const size_t bytes = static_cast<size_t>(opt_.range(b).size()) * sizeof(float);
       param_shards_.emplace_back(m->backend(), bytes);
       grad_shards_.emplace_back(m->backend(), bytes);
-      if (c.grad_sum_fp64()) acc64_shards_.emplace_back(m->backend(), 2 * bytes);
+      // grad_accum 1: one micro-batch per rank, one reduce-scatter per buffer
+      // per step, whose fp64 sum is rounded straight into the fp32 shard; an
+      // fp64 accumulator (8 / world bytes per parameter) only for more.
+      if (fp64_ && !single_term_) acc64_shards_.emplace_back(m->backend(), 2 * bytes);
     }
+    reduced_.assign(opt_.num_buffers(), false);
     if (c.precision() == BF16 && c.fsdp_gather_bf16())
       bf16_ = std::make_unique<Bf16Gather>(&m->layout(), comm->world_size());
   }
@@ -286,7 +290,8 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   }
   void BeginStep() override {
     for (int b = 0; b < opt_.num_buffers(); ++b)
-      if (opt_.range(b).size() > 0) model_->backend()->Fill(fp64() ? Acc64Shard(b) : GradShard(b), 0.0);
+      if (opt_.range(b).size() > 0) model_->backend()->Fill(acc64() ? Acc64Shard(b) : GradShard(b), 0.0);
+    reduced_.assign(opt_.num_buffers(), false);
   }
   bool LocalGradientsFinite() override { return std::isfinite(model_->grads().SumSquares()); }
   absl::Status FinishBackward() override { return hook_status_; }
@@ -295,7 +300,7 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
     std::vector<Tensor> p, g;
     for (int b = 0; b < opt_.num_buffers(); ++b) {
       // fp64 sum: rounded to fp32 once, here.
-      if (fp64() && opt_.range(b).size() > 0) model_->backend()->Copy(GradShard(b), Acc64Shard(b));
+      if (acc64() && opt_.range(b).size() > 0) model_->backend()->Copy(GradShard(b), Acc64Shard(b));
       p.push_back(ParamShard(b));
       g.push_back(GradShard(b));
     }
@@ -368,10 +373,14 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   absl::Status ReduceGradient(int b) {
     if (!model_->grads().allocated(b)) return absl::OkStatus();
     Backend& be = *model_->backend();
-    if (fp64()) {
+    if (fp64_) {
       // This micro-batch's gradient (computed from zero), summed over ranks in
-      // fp64 and added to the fp64 shard accumulator (grad_sum64.h).
-      absl::Status st = reducer_.ReduceScatter(*comm_, model_->grads().buffer(b), Acc64Shard(b));
+      // fp64 and added to the fp64 shard accumulator (grad_sum64.h) — or, with
+      // grad_accum 1, rounded once into the fp32 shard.
+      if (!acc64() && reduced_[b]) StartAccumulator();
+      reduced_[b] = true;
+      absl::Status st =
+          reducer_.ReduceScatter(*comm_, model_->grads().buffer(b), acc64() ? Acc64Shard(b) : GradShard(b));
       if (!st.ok()) return absl::Status(st.code(), absl::StrCat("FSDP fp64 reduce-scatter of buffer ", b, ": ", st.message()));
       model_->grads().Release(b);
       return absl::OkStatus();
@@ -413,7 +422,19 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   Tensor GradShard(int b) const {
     return Tensor(grad_shards_[b].data(), DType::kF32, {opt_.range(b).size()}, model_->backend()->device());
   }
-  bool fp64() const { return !acc64_shards_.empty(); }
+  bool acc64() const { return !acc64_shards_.empty(); }
+  // A second micro-batch in a step although grad_accum is 1 (a caller that
+  // runs more micro-batches than configured): from now on keep the fp64
+  // accumulator, starting from what was reduced so far (its fp32 rounding).
+  void StartAccumulator() {
+    LOG(WARNING) << "FSDP: more than one micro-batch in a step with grad_accum 1; keeping an fp64 gradient "
+                    "accumulator (8 / world bytes per parameter) from now on";
+    single_term_ = false;
+    for (int b = 0; b < opt_.num_buffers(); ++b) {
+      acc64_shards_.emplace_back(model_->backend(), static_cast<size_t>(opt_.range(b).size()) * sizeof(double));
+      if (opt_.range(b).size() > 0) model_->backend()->Copy(Acc64Shard(b), GradShard(b));
+    }
+  }
   Tensor Acc64Shard(int b) const {
     return Tensor(acc64_shards_[b].data(), DType::kF64, {opt_.range(b).size()}, model_->backend()->device());
   }
@@ -421,7 +442,10 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
   Tensor ParamRange(int b) const override { return ParamShard(b); }
   bool reshard_after_forward_;
   std::vector<DeviceBuffer> param_shards_, grad_shards_;
-  std::vector<DeviceBuffer> acc64_shards_;  // grad_sum_fp64: the step's gradient sum, fp64
+  bool fp64_;         // grad_sum_fp64
+  bool single_term_;  // grad_accum 1: one micro-batch per rank per step
+  std::vector<bool> reduced_;  // per buffer, this step (grad_accum 1 guard)
+  std::vector<DeviceBuffer> acc64_shards_;  // grad_sum_fp64 with grad_accum > 1: the step's gradient sum, fp64
   Fp64Reducer reducer_;
   std::unique_ptr<Bf16Gather> bf16_;  // precision BF16 with fsdp_gather_bf16
   DeviceBuffer grad_tmp_;  // one micro-batch's reduced shard, the largest buffer's size
