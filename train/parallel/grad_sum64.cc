@@ -166,10 +166,17 @@ absl::Status SumReplicatedGradients(Communicator& comm, Backend& be, ParamStore&
     const Tensor g = grads.buffer(b);
     const ElementRange r = ShardOf(g.numel(), comm.rank(), comm.world_size());
     absl::Status st;
-    if (sum64 != nullptr) {
-      // Reduced in fp64 into this rank's range of g, then every rank's range copied to all.
-      st = sum64->ReduceScatter(comm, grads, b, RangeView(g, r));
-      if (st.ok() && comm.world_size() > 1) st = AllGather(comm, be, RangeView(g, r), g);
+    if (sum64 != nullptr && comm.world_size() == 1) {
+      st = sum64->ReduceScatter(comm, grads, b, g);  // the identity, or the fp64 sum rounded into g
+    } else if (sum64 != nullptr) {
+      // Reduced in fp64 into a separate fp32 shard, then every rank's shard
+      // gathered into g (out of place: Open MPI's in-place all-gather measured
+      // slower here, 1.98 s against 0.61 s for ref-b's gradients).
+      if (tmp32->bytes() < static_cast<size_t>(r.size()) * sizeof(float))
+        *tmp32 = DeviceBuffer(&be, static_cast<size_t>(r.size()) * sizeof(float));
+      const Tensor mine(tmp32->data(), DType::kF32, {r.size()}, be.device());
+      st = sum64->ReduceScatter(comm, grads, b, mine);
+      if (st.ok()) st = AllGather(comm, be, mine, g);
     } else if (comm.world_size() == 1) {
       st = comm.AllReduceSum(g);  // today's single-process path (the identity)
     } else {
