@@ -3,8 +3,12 @@
 // `longctx --help` lists them.
 #include "train/cli/command_table.h"
 #include "train/cli/plot_commands.h"
+#include "train/preemption.h"
 
 int main(int argc, char** argv) {
+  // Before any thread exists: SIGTERM/SIGUSR1 go to one watcher thread, never
+  // into a compute thread (train/preemption.h says why).
+  longctx::BlockPreemptionSignals();
   longctx::cli::CommandTable table;
   longctx::cli::RegisterModelCommands(table);
   longctx::cli::RegisterBenchCommands(table);
