@@ -321,7 +321,7 @@ bool ParseParallelMode(const std::string& s, DataParallelMode* out) {
 }
 
 RankMemoryPlan PlanRankMemory(const Plan& plan, DataParallelMode mode, int world, bool reshard_after_forward,
-                              int64_t rank_memory) {
+                              int64_t rank_memory, bool grad_sum_fp64) {
   RankMemoryPlan r;
   r.mode = mode;
   r.world = std::max(1, world);
@@ -352,7 +352,19 @@ RankMemoryPlan PlanRankMemory(const Plan& plan, DataParallelMode mode, int world
       r.gathered = 2 * top * f + (reshard_after_forward ? 2 * layer : L * layer + layer) * f;
       break;
   }
-  r.total = r.weights + r.grads + r.optimizer + r.gathered + r.activations;
+  if (grad_sum_fp64) {  // mirrors train/parallel/grad_sum64.cc
+    const int64_t micro = std::max<int64_t>(1, plan.options.grad_accum), largest = std::max(top, layer);
+    const bool sharded_state = mode == DataParallelMode::kFsdp;
+    if (micro >= 2) {
+      r.grad_sum64 += 8 * (sharded_state ? shard_total : full);                     // accumulator
+      if (!sharded_state) r.grad_sum64 += 8 * std::min<int64_t>(largest, 1 << 20);  // conversion scratch
+    }
+    if (W > 1 && !(W == 2 && micro == 1)) {
+      const int64_t c = std::min<int64_t>(std::max<int64_t>(1, (int64_t{4} << 20) / W), std::max<int64_t>(shard(largest), 1));
+      r.grad_sum64 += 8 * (c * W + c);  // send + receive pieces
+    }
+  }
+  r.total = r.weights + r.grads + r.optimizer + r.gathered + r.grad_sum64 + r.activations;
   return r;
 }
 
@@ -372,6 +384,7 @@ std::string FormatRankMemory(const RankMemoryPlan& r) {
   if (r.mode == DataParallelMode::kFsdp)
     row("gathered", r.gathered, r.reshard_after_forward ? "buffer 0 + one layer, weights and grads"
                                                          : "buffer 0 w+g, every layer's weights, one layer's grads");
+  if (r.grad_sum64 > 0) row("fp64 gradient sum", r.grad_sum64, "grad_sum_fp64: accumulator + reduce buffers");
   row("activations", r.activations, "one micro-batch");
   row("total", r.total, "");
   if (r.rank_memory > 0)
@@ -384,7 +397,7 @@ nlohmann::json RankMemoryToJson(const RankMemoryPlan& r) {
   nlohmann::json j = {{"mode", ParallelModeName(r.mode)}, {"world", r.world},
                       {"reshard_after_forward", r.reshard_after_forward},
                       {"weights", r.weights}, {"grads", r.grads}, {"optimizer", r.optimizer},
-                      {"gathered", r.gathered}, {"activations", r.activations}, {"total", r.total}};
+                      {"gathered", r.gathered}, {"grad_sum64", r.grad_sum64}, {"activations", r.activations}, {"total", r.total}};
   if (r.rank_memory > 0) j["rank_memory"] = r.rank_memory, j["fits"] = r.fits();
   return j;
 }

@@ -112,6 +112,13 @@ Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 //         and grads for the whole step, and at the peak (a layer's backward)
 //         one layer's weights and grads — with reshard_after_forward false,
 //         every layer's weights (kept from forward to backward) instead.
+// With grad_sum_fp64 (train.proto; train/parallel/grad_sum64.h) also the fp64
+// gradient sum: an 8-byte accumulator per parameter (DDP/ZeRO-1) or per shard
+// element (FSDP) when a rank takes 2+ micro-batches a step, a conversion
+// scratch (DDP/ZeRO-1, <= 8 MiB), and the reduce-scatter's send and receive
+// buffers (pieces of at most 4 Mi doubles over all ranks) when the sum runs
+// in fp64 across ranks (not for 2 ranks x 1 micro-batch: fp32's a + b is
+// already exact).
 // Shards are the largest rank's (ShardOf gives rank 0 the extra element).
 // Not counted: the one-off full-model copy at startup/resume and the full
 // parameters gathered for a checkpoint save or the periodic probe (both
@@ -125,6 +132,7 @@ struct RankMemoryPlan {
   int64_t grads = 0;        // resident gradients (full and/or shard)
   int64_t optimizer = 0;    // AdamW m + v
   int64_t gathered = 0;     // FSDP: gathered buffer 0 + layer(s) weights and grads at the peak
+  int64_t grad_sum64 = 0;   // grad_sum_fp64: accumulator, scratch and reduce-scatter buffers
   int64_t activations = 0;  // MemoryPlan::activations (one micro-batch, independent of world)
   int64_t total = 0;
   int64_t rank_memory = 0;  // the budget asked about; 0 = none given
@@ -133,8 +141,9 @@ struct RankMemoryPlan {
 const char* ParallelModeName(DataParallelMode m);
 // "ddp", "zero1", "fsdp" (any case); false when unknown.
 bool ParseParallelMode(const std::string& s, DataParallelMode* out);
+// plan.options.grad_accum is the micro-batches each rank takes per step.
 RankMemoryPlan PlanRankMemory(const Plan& plan, DataParallelMode mode, int world, bool reshard_after_forward = true,
-                              int64_t rank_memory = 0);
+                              int64_t rank_memory = 0, bool grad_sum_fp64 = false);
 std::string FormatRankMemory(const RankMemoryPlan& r);
 nlohmann::json RankMemoryToJson(const RankMemoryPlan& r);
 

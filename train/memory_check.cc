@@ -104,7 +104,7 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
       }
     }
     const RankMemoryPlan r =
-        PlanRankMemory(plan, ModeOf(config), world, config.fsdp_reshard_after_forward());
+        PlanRankMemory(plan, ModeOf(config), world, config.fsdp_reshard_after_forward(), 0, config.grad_sum_fp64());
     activations = static_cast<double>(r.activations);
     state = static_cast<double>(r.total - r.activations);
     need = static_cast<double>(r.total);

@@ -3,6 +3,7 @@
 // parameter, ZeRO-1 shards only m and v, FSDP shards everything and adds the
 // gathered buffer 0 + one layer (weights and grads), and "fits" compares the
 // total with the budget.
+#include <algorithm>
 #include "gtest/gtest.h"
 #include "model/config.h"
 #include "model/plan.h"
@@ -52,6 +53,27 @@ TEST(PlanRankMemoryTest, ModesAndWorlds) {
   EXPECT_TRUE(ParseParallelMode("FSDP", &m));
   EXPECT_EQ(m, DataParallelMode::kFsdp);
   EXPECT_FALSE(ParseParallelMode("zero3", &m));
+}
+
+
+TEST(PlanRankMemoryTest, Fp64GradientSum) {
+  Plan p = SmallPlan();
+  const int64_t P = p.params.total, top = p.params.embedding + p.params.final_norm + p.params.lm_head;
+  const int64_t largest = std::max(top, p.params.per_layer);
+  // One micro-batch on one rank: the fp32 gradient is the sum, nothing extra.
+  EXPECT_EQ(PlanRankMemory(p, DataParallelMode::kDdp, 1, true, 0, true).grad_sum64, 0);
+  // Two terms on two ranks: the fp32 shortcut, nothing extra.
+  EXPECT_EQ(PlanRankMemory(p, DataParallelMode::kDdp, 2, true, 0, true).grad_sum64, 0);
+  p.options.grad_accum = 2;
+  const RankMemoryPlan d1 = PlanRankMemory(p, DataParallelMode::kDdp, 1, true, 0, true);
+  EXPECT_EQ(d1.grad_sum64, 8 * P + 8 * std::min<int64_t>(largest, 1 << 20));
+  EXPECT_EQ(d1.total, PlanRankMemory(p, DataParallelMode::kDdp, 1).total + d1.grad_sum64);
+  // FSDP: the accumulator is the shard's, plus pieces sent over 4 ranks.
+  const RankMemoryPlan f4 = PlanRankMemory(p, DataParallelMode::kFsdp, 4, true, 0, true);
+  const RankMemoryPlan f4_32 = PlanRankMemory(p, DataParallelMode::kFsdp, 4, true, 0, false);
+  const int64_t shard_total = f4_32.weights / 4, c = (largest + 3) / 4;
+  EXPECT_EQ(f4.grad_sum64, 8 * shard_total + 8 * (c * 4 + c));
+  EXPECT_EQ(f4_32.grad_sum64, 0);
 }
 
 }  // namespace

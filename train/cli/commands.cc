@@ -178,7 +178,7 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
     if (!mode.empty() && !ParseParallelMode(mode, &m))
       return FailCommand(absl::InvalidArgumentError("--mode: '" + mode + "' is not ddp, zero1 or fsdp"));
     ranks = PlanRankMemory(plan, m, world, config->fsdp_reshard_after_forward(),
-                           static_cast<int64_t>(rank_memory_gb * 1024.0 * 1024.0 * 1024.0));
+                           static_cast<int64_t>(rank_memory_gb * 1024.0 * 1024.0 * 1024.0), config->grad_sum_fp64());
   }
   if (json) {
     nlohmann::json j = PlanToJson(plan);
