@@ -11,7 +11,7 @@
 # CONFIG=configs/demo.textproto scripts/main.sh runs the 8-layer natural-text demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --target longctx
 scripts/prepare_demo_corpus.sh
 CONFIG=${CONFIG:-configs/main.textproto}
 build/bin/longctx train --config "$CONFIG" "$@"
