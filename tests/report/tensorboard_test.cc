@@ -196,19 +196,29 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
       EXPECT_GT(v.image().height(), 100);
       EXPECT_EQ(v.image().colorspace(), 3);
     }
-    if (v.tag() == "posfreq/full/distance" && e.step() == posfreq.back()["step"].get<int64_t>()) {
+    for (const char* kind : {"full", "sliding"}) {
+      if (v.tag() != absl::StrCat("posfreq/", kind, "/distance") ||
+          e.step() != posfreq.back()["step"].get<int64_t>())
+        continue;
       saw_histo = true;
-      const auto& bins = posfreq.back()["full"]["bins"];
+      const auto& bins = posfreq.back()[kind]["bins"];
       ASSERT_EQ(v.histo().bucket_size(), static_cast<int>(bins.size()));
       ASSERT_EQ(v.histo().bucket_limit_size(), static_cast<int>(bins.size()));
-      double total = 0;
+      double total = 0, lo = -1, hi = -1;
       for (size_t b = 0; b < bins.size(); ++b) {
         EXPECT_EQ(v.histo().bucket(b), bins[b][2].get<double>());
         EXPECT_EQ(v.histo().bucket_limit(b), bins[b][1].get<double>() - 1);
         total += bins[b][2].get<double>();
+        if (bins[b][2].get<double>() > 0) {
+          if (lo < 0) lo = bins[b][0].get<double>();
+          hi = bins[b][1].get<double>() - 1;
+        }
       }
       EXPECT_EQ(v.histo().num(), total);
       EXPECT_GT(total, 0);
+      // min/max: the distances that occur (a sliding window's stop at its window).
+      EXPECT_EQ(v.histo().min(), lo) << kind;
+      EXPECT_EQ(v.histo().max(), hi) << kind;
     }
   }
   EXPECT_TRUE(saw_heatmap6);

@@ -26,6 +26,9 @@ tensorboard::HistogramProto DistanceHistogram(const Json& bins) {
     h.add_bucket(count);
     const double mid = 0.5 * (lo + hi - 1);
     num += count, sum += count * mid, sum_sq += count * mid * mid;
+    // min/max are the data's range (TensorBoard's meaning), not the bins':
+    // a sliding-window layer's distances stop at its window.
+    if (count <= 0) continue;
     if (first) lo_min = lo, first = false;
     hi_max = hi - 1;
   }
