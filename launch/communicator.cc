@@ -39,6 +39,16 @@ absl::Status Communicator::ReduceScatterSum(const void* full, int64_t n, DType d
                       DTypeName(dtype), name()));
 }
 
+absl::StatusOr<const char*> Communicator::SummedElements(DType dtype) const {
+  switch (dtype) {
+    case DType::kF32: return "floats";
+    case DType::kF64: return "doubles";
+    default: break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: ReduceScatterSum sums f32 or f64 elements, not %s", Where(), DTypeName(dtype)));
+}
+
 absl::StatusOr<bool> Communicator::AllAgree(bool local_ok) {
   int64_t v = local_ok ? 1 : 0;
   absl::Status st = AllReduce(&v, 1, ReduceOp::kMin);

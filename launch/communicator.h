@@ -123,6 +123,10 @@ class Communicator {
   absl::Status CheckCount(int64_t n, const void* p, const char* op) const;
   // Contiguous, on device(), with data; f32_only: dtype kF32.
   absl::Status CheckTensor(const Tensor& x, bool f32_only, const char* op) const;
+  // The dtype dispatch of ReduceScatterSum(void*) every transport shares: the
+  // elements it sums (kF32, kF64) named for messages ("floats", "doubles"), or
+  // InvalidArgument for any other dtype.
+  absl::StatusOr<const char*> SummedElements(DType dtype) const;
 };
 
 // World of one: every collective is the identity (reduce-scatter and

@@ -4,8 +4,6 @@
 // nobody to wait for.
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
-
 #include "launch/communicator.h"
 
 namespace longctx {
@@ -37,15 +35,10 @@ class LocalCommunicator final : public Communicator {
     return CheckCount(count, values, "AllReduce(int64)");
   }
   absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) override {
-    if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
-    if (absl::Status st = CheckCount(n, shard, "ReduceScatterSum"); !st.ok()) return st;
-    if (n > 0 && shard != full) std::memmove(shard, full, static_cast<size_t>(n) * sizeof(float));
-    return absl::OkStatus();
+    return ReduceScatterSum(full, n, DType::kF32, shard);
   }
   absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) override {
-    if (dtype != DType::kF32 && dtype != DType::kF64)
-      return absl::InvalidArgumentError(
-          absl::StrCat(Where(), ": ReduceScatterSum sums f32 or f64 elements, not ", DTypeName(dtype)));
+    if (absl::StatusOr<const char*> summed = SummedElements(dtype); !summed.ok()) return summed.status();
     if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
     if (absl::Status st = CheckCount(n, shard, "ReduceScatterSum"); !st.ok()) return st;
     if (n > 0 && shard != full) std::memmove(shard, full, static_cast<size_t>(n) * DTypeSize(dtype));

@@ -122,10 +122,9 @@ class MpiCommunicator final : public Communicator {
     return ReduceScatterSum(full, n, DType::kF32, shard);
   }
   absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) override {
-    if (dtype != DType::kF32 && dtype != DType::kF64)
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: ReduceScatterSum sums f32 or f64 elements, not %s", Where(), DTypeName(dtype)));
-    const char* what = dtype == DType::kF32 ? "floats" : "doubles";
+    const absl::StatusOr<const char*> summed = SummedElements(dtype);
+    if (!summed.ok()) return summed.status();
+    const char* what = *summed;
     const MPI_Datatype type = ElementType(dtype);
     const int64_t esz = static_cast<int64_t>(DTypeSize(dtype));
     if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
