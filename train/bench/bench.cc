@@ -121,50 +121,51 @@ double PeakRssMb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux reports kB
 }
 
-double MeasureSgemmPeakGflops(int n, int repeats, cpu::SgemmLibrary library) {
-  std::vector<float> a(static_cast<size_t>(n) * n), b(a.size()), c(a.size(), 0.f);
+namespace {
+
+// The GEMM peak loop of both precisions: best-of-`repeats` GFLOP/s of gemm(p)
+// on n×n operands of `dtype` (elements T: float for kF32, bf16 bits for
+// kBF16, made by to_element from uniform [-1, 1) values, seed 1) into an fp32
+// C, 2·n³ FLOPs a call. The call r = 0 warms caches and the thread pool (and
+// builds oneDNN's primitive), untimed.
+template <typename T, typename Gemm>
+double MeasureGemmPeakGflops(int n, int repeats, DType dtype, T (*to_element)(float), Gemm gemm) {
+  std::vector<T> a(static_cast<size_t>(n) * n), b(a.size());
+  std::vector<float> c(a.size(), 0.f);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = u(rng);
-    b[i] = u(rng);
+    a[i] = to_element(u(rng));
+    b[i] = to_element(u(rng));
   }
   double best = 0;
-  for (int r = 0; r <= repeats; ++r) {  // r = 0 warms caches and the thread pool, untimed
+  for (int r = 0; r <= repeats; ++r) {
     const auto t0 = Clock::now();
     GemmParams p;
-    p.a = Tensor(a.data(), DType::kF32, {n, n});
-    p.b = Tensor(b.data(), DType::kF32, {n, n});
+    p.a = Tensor(a.data(), dtype, {n, n});
+    p.b = Tensor(b.data(), dtype, {n, n});
     p.c = Tensor(c.data(), DType::kF32, {n, n});
-    cpu::Sgemm(p, library);
+    gemm(p);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / s / 1e9);
   }
   return best;
 }
 
+float F32Element(float x) { return x; }
+uint16_t Bf16Element(float x) { return math::F32ToBf16Bits(x); }
+
+}  // namespace
+
+double MeasureSgemmPeakGflops(int n, int repeats, cpu::SgemmLibrary library) {
+  return MeasureGemmPeakGflops(n, repeats, DType::kF32, &F32Element,
+                               [library](const GemmParams& p) { cpu::Sgemm(p, library); });
+}
+
 double MeasureBf16PeakGflops(int n, int repeats) {
   if (!BenchHasBf16Peak()) return 0.0;
-  std::vector<uint16_t> a(static_cast<size_t>(n) * n), b(a.size());
-  std::vector<float> c(a.size(), 0.f);
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = math::F32ToBf16Bits(u(rng));
-    b[i] = math::F32ToBf16Bits(u(rng));
-  }
-  double best = 0;
-  for (int r = 0; r <= repeats; ++r) {  // r = 0 builds the primitive and warms caches, untimed
-    const auto t0 = Clock::now();
-    GemmParams p;
-    p.a = Tensor(a.data(), DType::kBF16, {n, n});
-    p.b = Tensor(b.data(), DType::kBF16, {n, n});
-    p.c = Tensor(c.data(), DType::kF32, {n, n});
-    cpu::OneDnnGemmBf16(p);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (r > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / s / 1e9);
-  }
-  return best;
+  return MeasureGemmPeakGflops(n, repeats, DType::kBF16, &Bf16Element,
+                               [](const GemmParams& p) { cpu::OneDnnGemmBf16(p); });
 }
 
 bool BenchHasBf16Peak() { return cpu::CpuHasBf16DotProducts() && cpu::OneDnnBf16Available(); }
