@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -33,6 +32,7 @@
 #include "data/text_corpus.h"
 #include "data/token_file.h"
 #include "kernels/log.h"
+#include "kernels/subprocess.h"
 
 namespace longctx {
 namespace fs = std::filesystem;
@@ -308,20 +308,17 @@ class TempDir {
   std::string path_;
 };
 
-// Runs a shell command, capturing stdout; the exit status goes to *status.
+// Runs a shell command, capturing stdout; the exit status goes to *status (-1:
+// not started, or ended by a signal). Through RunShellCommand, so groff gets
+// SIGTERM even though longctx blocks it (kernels/subprocess.h).
 std::string Capture(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* f = ::popen(cmd.c_str(), "re");
-  if (f == nullptr) {
+  absl::StatusOr<ShellResult> r = RunShellCommand(cmd);
+  if (!r.ok()) {
     *status = -1;
-    return out;
+    return std::string();
   }
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  const int st = ::pclose(f);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
+  *status = r->exit_status;
+  return std::move(r->stdout_text);
 }
 
 // groff, left-adjusted (no justification spaces), no hyphenation, 80 columns,

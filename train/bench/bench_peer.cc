@@ -6,9 +6,6 @@
 // timed on the same architecture and credited with the same work. The
 // script's last stdout line is its JSON result; a missing torch is reported
 // with the Debian package that provides it.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -20,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kernels/status_macros.h"
+#include "kernels/subprocess.h"
 #include "train/bench/bench.h"
 
 namespace longctx {
@@ -36,24 +34,6 @@ std::string ShellQuote(const std::string& s) {
     }
   }
   return out + "'";
-}
-
-struct Output {
-  int status = -1;  // exit status; -1 when it did not exit normally
-  std::string stdout_text;
-};
-
-// Runs `command` with /bin/sh; stdout captured, stderr passed through.
-absl::StatusOr<Output> Run(const std::string& command) {
-  FILE* f = popen(command.c_str(), "r");
-  if (f == nullptr) return absl::InternalError(absl::StrCat("cannot start: ", command));
-  Output o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) o.stdout_text.append(buf, n);
-  const int st = pclose(f);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
 }
 
 std::string ThreadEnv(int threads) {
@@ -111,10 +91,11 @@ absl::Status CheckTorchPeer(const PeerOptions& options) {
   if (!std::filesystem::exists(script))
     return absl::NotFoundError(absl::StrCat("--peer=pytorch: no reference script at ", script,
                                             "; pass --peer_script=PATH (bench/torch_reference.py)"));
-  absl::StatusOr<Output> probe =
-      Run(absl::StrCat(ShellQuote(options.python), " -c 'import torch' >/dev/null 2>&1"));
+  // Children through RunShellCommand: SIGTERM reaches them (kernels/subprocess.h).
+  absl::StatusOr<ShellResult> probe =
+      RunShellCommand(absl::StrCat(ShellQuote(options.python), " -c 'import torch' >/dev/null 2>&1"));
   if (!probe.ok()) return probe.status();
-  if (probe->status != 0)
+  if (probe->exit_status != 0)
     return absl::FailedPreconditionError(
         absl::StrCat("--peer=pytorch: ", options.python,
                      " cannot import torch; install Debian's python3-torch (apt-get install -y python3-torch, or "
@@ -130,10 +111,10 @@ absl::StatusOr<nlohmann::json> RunTorchPeer(const nlohmann::json& spec, const Pe
   const std::string command =
       absl::StrCat(ThreadEnv(threads), ShellQuote(options.python), " ", ShellQuote(script), " --spec ",
                    ShellQuote(spec.dump()), count_params_only ? " --count_params" : "");
-  absl::StatusOr<Output> out = Run(command);
+  absl::StatusOr<ShellResult> out = RunShellCommand(command);
   if (!out.ok()) return out.status();
-  if (out->status != 0)
-    return absl::InternalError(absl::StrCat("--peer=pytorch: ", script, " exited with status ", out->status,
+  if (out->exit_status != 0)
+    return absl::InternalError(absl::StrCat("--peer=pytorch: ", script, " exited with status ", out->exit_status,
                                             " (its message is above)"));
   std::vector<std::string> lines = absl::StrSplit(out->stdout_text, '\n', absl::SkipWhitespace());
   nlohmann::json j =
