@@ -9,7 +9,10 @@
 // hold two consecutive-k bf16 values): B as [k/2][n] pairs, A as pairs along k
 // in whichever orientation it is stored; the micro-kernel is the fp32 one's
 // 6 x 64 block. Packing is per product (the attention driver hands fp32
-// tiles), which costs about a fifth of a 64^3 product per operand.
+// tiles), which costs about a fifth of a 64^3 product per operand. On AMX an A
+// stored transposed (Pᵀ dO, dSᵀ Q, the forward's P V) is packed through a
+// 16 x 16 register transpose (it was a scalar loop), and the packed buffers
+// are zeroed only where the operand leaves tile padding.
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -76,6 +79,60 @@ void PackPairsAlongRows(const float* src, ptrdiff_t ld, int m, int k, uint32_t* 
       const __m512i pairs = (__m512i)(_mm512_cvtne2ps_pbh(hi, lo));
       const int np = std::min(16, (k - x + 1) / 2);
       _mm512_mask_storeu_epi32(out + i * out_ld + x / 2, FirstLanes(np), pairs);
+    }
+  }
+}
+
+// In-register transpose of a 16 x 16 matrix of 32-bit elements (r[i] = row
+// i on entry, column i on exit): 32-bit, 64-bit and two 128-bit-lane stages.
+inline void Transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: rows 4g..4g+3 at column 4L + c.
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  // Column 4L + c = lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
+    const __m512i v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
+    r[4 + c] = _mm512_shuffle_i32x4(w0, w1, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
+  }
+}
+
+// A stored transposed ([k][m], m contiguous, row stride ld) -> rows of
+// k-pairs out[i][p] (the AMX A-tile layout), 16 x 16 pair blocks through the
+// register transpose. Writes whole blocks: rows up to m rounded up to 16 and
+// pairs up to kp rounded up to 16, zero beyond m and k (out must have room).
+void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* out, int out_ld) {
+  const int kp = (k + 1) / 2;
+  __m512i blk[16];
+  for (int i0 = 0; i0 < m; i0 += 16) {
+    const __mmask16 mi = FirstLanes(m - i0);
+    for (int p0 = 0; p0 < kp; p0 += 16) {
+      for (int q = 0; q < 16; ++q) {
+        const int p = p0 + q;
+        if (p >= kp) {
+          blk[q] = _mm512_setzero_si512();
+          continue;
+        }
+        const float* r0 = src + (2 * p) * ld + i0;
+        const __m512 lo = _mm512_maskz_loadu_ps(mi, r0);
+        const __m512 hi = 2 * p + 1 < k ? _mm512_maskz_loadu_ps(mi, r0 + ld) : _mm512_setzero_ps();
+        blk[q] = PairLanes(lo, hi);
+      }
+      Transpose16x16(blk);
+      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(out + (i0 + r) * out_ld + p0, blk[r]);
     }
   }
 }
@@ -226,25 +283,27 @@ void GemmAmx(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs
   }
   thread_local AmxBuffers buf;
   const int mp = RoundUp(m, 16), np = RoundUp(n, 16), kp2 = RoundUp(k, 32) / 2;  // kp2: k-pairs, padded
-  buf.a.assign(static_cast<size_t>(mp) * kp2, 0u);
-  buf.b.assign(static_cast<size_t>(kp2) * np, 0u);
+  const int kp = (k + 1) / 2;
+  // Zero the packed operands only where packing leaves padding unwritten.
+  buf.a.resize(static_cast<size_t>(mp) * kp2);
+  buf.b.resize(static_cast<size_t>(kp2) * np);
+  if (np != n || kp != kp2) std::fill(buf.b.begin(), buf.b.end(), 0u);
   PackPairsOfRows(b, ldb, k, n, buf.b.data(), np);
   if (a_cs == 1) {
+    if (mp != m || kp != kp2) std::fill(buf.a.begin(), buf.a.end(), 0u);
     PackPairsAlongRows(a, a_rs, m, k, buf.a.data(), kp2);
-  } else {  // A^T stored: pairs [p][i] first, then transposed to rows [i][p]
-    const int kp = (k + 1) / 2;
+  } else if (a_rs == 1) {  // A^T stored ([k][m]): transposed in registers, whole blocks
+    PackPairsOfColumns(a, a_cs, k, m, buf.a.data(), kp2);
+  } else {  // general strides (not used by the attention loops): pairs [p][i], then transposed
+    std::fill(buf.a.begin(), buf.a.end(), 0u);
     buf.t.resize(static_cast<size_t>(kp) * m);
-    if (a_rs == 1) {
-      PackPairsOfRows(a, a_cs, k, m, buf.t.data(), m);
-    } else {
-      for (int p = 0; p < kp; ++p)
-        for (int i = 0; i < m; ++i) {
-          const float lo = a[i * a_rs + (2 * p) * a_cs];
-          const float hi = 2 * p + 1 < k ? a[i * a_rs + (2 * p + 1) * a_cs] : 0.f;
-          const __m512i v = PairLanes(_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-          buf.t[p * m + i] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(v)));
-        }
-    }
+    for (int p = 0; p < kp; ++p)
+      for (int i = 0; i < m; ++i) {
+        const float lo = a[i * a_rs + (2 * p) * a_cs];
+        const float hi = 2 * p + 1 < k ? a[i * a_rs + (2 * p + 1) * a_cs] : 0.f;
+        const __m512i v = PairLanes(_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+        buf.t[p * m + i] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(v)));
+      }
     for (int i = 0; i < m; ++i)
       for (int p = 0; p < kp; ++p) buf.a[i * kp2 + p] = buf.t[p * m + i];
   }

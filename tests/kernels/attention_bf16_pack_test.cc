@@ -1,0 +1,84 @@
+// Why: the bf16 tile products pack their fp32 operands into k-pairs before the
+// product, and A arrives in two orientations (rows of A, or Aᵀ stored — the
+// attention backward's Pᵀ dO and dSᵀ Q, the forward's P V). The AMX path packs
+// Aᵀ with an in-register 16 x 16 transpose. Packing only rearranges and rounds,
+// so the product of A given either way must be the same bits, for every shape
+// (whole tiles and ragged m, n, k); and both must equal a double-precision
+// product of the bf16-rounded operands to fp32 accumulation accuracy. Runs
+// every bf16 table this CPU has (AMX, AVX512-BF16); skips where it has none.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/attention_tiles.h"
+
+namespace longctx {
+namespace {
+
+float RoundToBf16(float x) {  // round to nearest even, as vcvtneps2bf16 (finite inputs)
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+struct Shape {
+  int m, n, k;
+};
+
+class Bf16PackTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Bf16PackTest, TransposedAEqualsRowMajorAAndTheBf16Reference) {
+  const cpu::AttentionTileKernels<float>* t = cpu::AttentionTileKernelsBf16(GetParam());
+  if (t == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (GetParam() != (std::string(t->name) == "amx-bf16")) GTEST_SKIP() << "this CPU has no AMX";
+  std::mt19937 rng(20261124);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (const Shape sh : {Shape{64, 64, 64}, Shape{64, 64, 128}, Shape{16, 16, 32}, Shape{37, 50, 13},
+                         Shape{64, 64, 33}, Shape{5, 70, 100}, Shape{48, 17, 64}, Shape{1, 1, 1}, Shape{64, 128, 64}}) {
+    const int m = sh.m, n = sh.n, k = sh.k;
+    const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    // A row-major [m][k] with a row stride > k; the same values stored transposed [k][m] with stride > m.
+    const int lda = k + 3, ldat = m + 5, ldb = n + 2, ldc = n + 1;
+    std::vector<float> a(static_cast<size_t>(m) * lda), at(static_cast<size_t>(k) * ldat), b(static_cast<size_t>(k) * ldb);
+    for (int i = 0; i < m; ++i)
+      for (int x = 0; x < k; ++x) at[x * ldat + i] = a[i * lda + x] = dist(rng);
+    for (float& v : b) v = dist(rng);
+    for (bool accumulate : {false, true}) {
+      std::vector<float> c0(static_cast<size_t>(m) * ldc), c1;
+      for (float& v : c0) v = dist(rng);
+      c1 = c0;
+      const std::vector<float> init = c0;
+      t->gemm(m, n, k, a.data(), lda, 1, b.data(), ldb, c0.data(), ldc, accumulate);
+      t->gemm(m, n, k, at.data(), 1, ldat, b.data(), ldb, c1.data(), ldc, accumulate);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          ASSERT_EQ(c0[i * ldc + j], c1[i * ldc + j]) << what << " C(" << i << "," << j << ") acc " << accumulate;
+          double want = accumulate ? init[i * ldc + j] : 0.0, scale = std::fabs(want);
+          for (int x = 0; x < k; ++x) {
+            const double p = static_cast<double>(RoundToBf16(a[i * lda + x])) * RoundToBf16(b[x * ldb + j]);
+            want += p;
+            scale += std::fabs(p);
+          }
+          // fp32 accumulation of k terms: |error| <= ~k u_fp32 sum|terms|.
+          ASSERT_NEAR(c0[i * ldc + j], want, (k + 2) * 6e-8 * scale + 1e-30) << what << " C(" << i << "," << j << ")";
+        }
+      // Columns past n of C untouched (ldc > n).
+      for (int i = 0; i < m; ++i) ASSERT_EQ(c0[i * ldc + n], init[i * ldc + n]) << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, Bf16PackTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "amx" : "avx512bf16");
+                         });
+
+}  // namespace
+}  // namespace longctx
