@@ -35,18 +35,16 @@ using ::longctx::testing::LongctxBinary;
 using ::longctx::testing::ReadFile;
 using ::longctx::testing::RunCommand;
 using ::longctx::testing::SourcePath;
-using ::longctx::testing::TempDir;
 using ::longctx::testing::WriteFile;
 
 namespace fs = std::filesystem;
 
-class CheckpointIntegrityTest : public ::testing::Test {
+class CheckpointIntegrityTest : public ::longctx::testing::TinyCorpusTest {
  protected:
-  void SetUp() override { ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 60, 5).ok()); }
+  CheckpointIntegrityTest() : TinyCorpusTest(/*docs=*/60, /*seed=*/5) {}
 
   std::string Train(const std::string& out_dir, const std::string& extra) {
-    return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                        " --data.path=", data_, " --out_dir=", out_dir, " --threads=1 --log_every=1 ", extra, " 2>&1");
+    return ::longctx::testing::TinyTrainCommand(data_, out_dir, absl::StrCat("--log_every=1 ", extra, " 2>&1"));
   }
   std::string Eval(const std::string& ckpt, const std::string& extra = "") {
     return absl::StrCat(LongctxBinary(), " eval --checkpoint ", ckpt, " ", extra, " 2>&1");
@@ -67,9 +65,6 @@ class CheckpointIntegrityTest : public ::testing::Test {
     f.seekp(offset);
     f.write(&c, 1);
   }
-
-  TempDir tmp_;
-  std::string data_ = tmp_ / "corpus.ltok";
 };
 
 TEST_F(CheckpointIntegrityTest, ManifestListsEveryFileAndLatestPointsAtNewest) {

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "data/text_corpus.h"
 #include "data/byte_tokenizer.h"
@@ -70,6 +71,13 @@ void WriteTextCorpus(const std::string& dir, int docs, int seed) {
     WriteFile(dir + "/doc" + std::to_string(d) + ".txt", os.str() + "\n");
   }
 }
+
+std::string TinyTrainCommand(const std::string& data, const std::string& out_dir, const std::string& extra) {
+  return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
+                      " --data.path=", data, " --out_dir=", out_dir, " --threads=1 ", extra);
+}
+
+void TinyCorpusTest::SetUp() { ASSERT_TRUE(WriteByteTokenCorpus(tmp_ / "text", data_, docs_, seed_).ok()); }
 
 absl::Status WriteByteTokenCorpus(const std::string& text_dir, const std::string& token_path, int docs, int seed) {
   WriteTextCorpus(text_dir, docs, seed);

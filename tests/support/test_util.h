@@ -1,5 +1,7 @@
 // Why: helpers shared by integration tests: fresh temp dirs, running the
-// longctx binary as a subprocess, a small real-text corpus.
+// longctx binary as a subprocess, a small real-text corpus, and the fixture
+// and command line of the tests that train the tiny model on it, so that
+// setup is written once (it was copied into every such test).
 #ifndef LONGCTX_TESTS_SUPPORT_TEST_UTIL_H_
 #define LONGCTX_TESTS_SUPPORT_TEST_UTIL_H_
 
@@ -8,7 +10,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+
+// Substring check that prints the whole message on failure.
+#define EXPECT_HAS(msg, sub)                                              \
+  EXPECT_NE(std::string(msg).find(std::string(sub)), std::string::npos) \
+      << "message: " << (msg) << "\nwanted: " << (sub)
 
 namespace longctx::testing {
 
@@ -41,6 +49,27 @@ void WriteTextCorpus(const std::string& dir, int docs, int seed);
 // WriteTextCorpus into text_dir, then tokenizes it with the byte tokenizer into
 // the token file token_path (what the integration tests train on).
 absl::Status WriteByteTokenCorpus(const std::string& text_dir, const std::string& token_path, int docs, int seed);
+
+// `longctx train` of configs/tiny-test.textproto (the integration tests'
+// model) on the token file `data` into out_dir with one thread, then `extra`
+// (more flags, appended as given).
+std::string TinyTrainCommand(const std::string& data, const std::string& out_dir, const std::string& extra);
+
+// Fixture of the tests that train the tiny model: a fresh temp dir tmp_ and in
+// it the byte-token corpus data_ (WriteByteTokenCorpus of `docs` documents
+// from `seed`), written by SetUp; a derived SetUp calls this one first.
+class TinyCorpusTest : public ::testing::Test {
+ protected:
+  explicit TinyCorpusTest(int docs = 120, int seed = 11) : docs_(docs), seed_(seed) {}
+  void SetUp() override;
+
+  TempDir tmp_;
+  std::string data_ = tmp_ / "corpus.ltok";
+
+ private:
+  int docs_;
+  int seed_;
+};
 
 // The records of one kind ("train", "eval", "probe", "posfreq", ...) of a
 // run's metrics.jsonl, in file order.

@@ -18,17 +18,15 @@ namespace {
 using ::longctx::testing::LongctxBinary;
 using ::longctx::testing::ReadFile;
 using ::longctx::testing::RunCommand;
-using ::longctx::testing::SourcePath;
-using ::longctx::testing::TempDir;
 
-class AnalyzeAttentionTest : public ::testing::Test {
+class AnalyzeAttentionTest : public ::longctx::testing::TinyCorpusTest {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 120, 11).ok());
+    TinyCorpusTest::SetUp();
+    if (HasFatalFailure()) return;
     // tiny-test is RNoPE-SWA: layers 0-2 RoPE (window 8), layer 3 NoPE; 4 heads.
-    auto r = RunCommand(absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                                     " --data.path=", data_, " --out_dir=", run_, " --threads=1 --steps=20",
-                                     " --ckpt_every=20 --data.eval_fraction=0.2"));
+    auto r = RunCommand(::longctx::testing::TinyTrainCommand(data_, run_,
+                                                             "--steps=20 --ckpt_every=20 --data.eval_fraction=0.2"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
@@ -37,8 +35,6 @@ class AnalyzeAttentionTest : public ::testing::Test {
                         "/step-00000020 --length 128 --samples 2 --needles 1 --format compact ", extra);
   }
 
-  TempDir tmp_;
-  std::string data_ = tmp_ / "corpus.ltok";
   std::string run_ = tmp_ / "run";
 };
 

@@ -21,25 +21,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_util.h"
 
 namespace longctx {
 namespace {
 
 namespace fs = std::filesystem;
 
-#define EXPECT_HAS(msg, sub)                                              \
-  EXPECT_NE(std::string(msg).find(std::string(sub)), std::string::npos) \
-      << "message: " << (msg) << "\nwanted: " << (sub)
-
 class CheckpointDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/checkpoint_dir_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    out_ = root_ + "/run";
-  }
-  void TearDown() override { fs::remove_all(root_); }
 
   std::set<std::string> Listing(const std::string& dir) const {
     std::set<std::string> names;
@@ -71,8 +61,9 @@ class CheckpointDirTest : public ::testing::Test {
     return pid;
   }
 
-  std::string root_;
-  std::string out_;
+  ::longctx::testing::TempDir tmp_;
+  std::string root_ = tmp_.path();
+  std::string out_ = root_ + "/run";
 };
 
 TEST(CheckpointDirNameTest, NamesAndSteps) {

@@ -23,7 +23,6 @@ namespace {
 using ::longctx::testing::LongctxBinary;
 using ::longctx::testing::ReadFile;
 using ::longctx::testing::RunCommand;
-using ::longctx::testing::SourcePath;
 using ::longctx::testing::TempDir;
 
 class GenerateCliTest : public ::testing::Test {
@@ -31,10 +30,8 @@ class GenerateCliTest : public ::testing::Test {
   static void SetUpTestSuite() {
     tmp_ = new TempDir();
     ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(*tmp_ / "text", *tmp_ / "corpus.ltok", 120, 5).ok());
-    const std::string cmd =
-        absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                     " --data.path=", *tmp_ / "corpus.ltok", " --out_dir=", *tmp_ / "run",
-                     " --threads=1 --steps=40 --ckpt_every=40 --model.layer_pattern=ALL_ROPE_FULL");
+    const std::string cmd = ::longctx::testing::TinyTrainCommand(
+        *tmp_ / "corpus.ltok", *tmp_ / "run", "--steps=40 --ckpt_every=40 --model.layer_pattern=ALL_ROPE_FULL");
     auto r = RunCommand(cmd);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     ckpt_ = *tmp_ / "run/step-00000040";

@@ -29,13 +29,10 @@ using ::longctx::testing::LongctxBinary;
 using ::longctx::testing::ReadFile;
 using ::longctx::testing::RunCommand;
 using ::longctx::testing::SourcePath;
-using ::longctx::testing::TempDir;
 
-class RetrievalProbeIntegrationTest : public ::testing::Test {
+class RetrievalProbeIntegrationTest : public ::longctx::testing::TinyCorpusTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 120, 13).ok());
-  }
+  RetrievalProbeIntegrationTest() : TinyCorpusTest(/*docs=*/120, /*seed=*/13) {}
 
   // tiny-test with 128-token rows, retrieval on half the rows (one needle,
   // then two from step 6), a fixed LR schedule so runs of different lengths agree.
@@ -57,8 +54,6 @@ class RetrievalProbeIntegrationTest : public ::testing::Test {
   }
   static std::map<int, double> Losses(const std::string& metrics) { return ::longctx::testing::TrainLosses(metrics); }
 
-  TempDir tmp_;
-  std::string data_ = tmp_ / "corpus.ltok";
 };
 
 TEST_F(RetrievalProbeIntegrationTest, ResumedRunWithRetrievalAndProbesIsBitIdentical) {

@@ -27,26 +27,15 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/test_util.h"
 
 namespace longctx {
 namespace {
 
-// Substring check that prints the whole message on failure.
-#define EXPECT_HAS(msg, sub)                                                  \
-  EXPECT_NE(std::string(msg).find(std::string(sub)), std::string::npos) \
-      << "message: " << (msg) << "\nwanted: " << (sub)
-
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/safetensors_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    chmod(dir_.c_str(), 0755);
-    std::filesystem::remove_all(dir_);
-  }
+  // A test may leave the directory unwritable; TempDir removes it afterwards.
+  void TearDown() override { chmod(dir_.c_str(), 0755); }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
   static std::string ReadAll(const std::string& path) {
@@ -70,7 +59,8 @@ class SafetensorsTest : public ::testing::Test {
     return MakeFile(name, header.size(), header, data_bytes);
   }
 
-  std::string dir_;
+  ::longctx::testing::TempDir tmp_;
+  std::string dir_ = tmp_.path();
 };
 
 TEST_F(SafetensorsTest, RoundTripAllDTypes) {

@@ -19,29 +19,18 @@
 namespace longctx {
 namespace {
 
-using ::longctx::testing::LongctxBinary;
 using ::longctx::testing::ReadFile;
 using ::longctx::testing::RunCommand;
-using ::longctx::testing::SourcePath;
-using ::longctx::testing::TempDir;
 
-class StagesTest : public ::testing::Test {
+class StagesTest : public ::longctx::testing::TinyCorpusTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 120, 11).ok());
-  }
-
   std::string Train(const std::string& out_dir, const std::string& extra) {
-    return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                        " --data.path=", data_, " --out_dir=", out_dir, " --threads=1 --log_every=1 ", extra);
+    return ::longctx::testing::TinyTrainCommand(data_, out_dir, "--log_every=1 " + extra);
   }
 
   static std::map<int, double> Losses(const std::string& metrics_path) {
     return ::longctx::testing::TrainLosses(metrics_path);
   }
-
-  TempDir tmp_;
-  std::string data_ = tmp_ / "corpus.ltok";
 };
 
 TEST_F(StagesTest, SecondStageStartsFromFirstStageWeightsWithNewTheta) {

@@ -31,26 +31,17 @@ using ::longctx::testing::LongctxBinary;
 using ::longctx::testing::ReadFile;
 using ::longctx::testing::RunCommand;
 using ::longctx::testing::SourcePath;
-using ::longctx::testing::TempDir;
 
-class TrainIntegrationTest : public ::testing::Test {
+class TrainIntegrationTest : public ::longctx::testing::TinyCorpusTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 120, 11).ok());
-  }
-
   // `longctx train` on the tiny test config with extra overrides.
   std::string TrainCommand(const std::string& out_dir, const std::string& extra) {
-    return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                        " --data.path=", data_, " --out_dir=", out_dir, " --threads=1 ", extra);
+    return ::longctx::testing::TinyTrainCommand(data_, out_dir, extra);
   }
 
   static std::map<int, double> Losses(const std::string& metrics_path) {
     return ::longctx::testing::TrainLosses(metrics_path);
   }
-
-  TempDir tmp_;
-  std::string data_ = tmp_ / "corpus.ltok";
 };
 
 TEST_F(TrainIntegrationTest, LossFallsAndEvalReproducesCheckpointLoss) {
