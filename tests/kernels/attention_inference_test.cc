@@ -179,9 +179,10 @@ void CheckInference(const Case& c) {
   for (double l : want_lse) empty += std::isinf(l);
   EXPECT_LT(empty, static_cast<int64_t>(want_lse.size())) << c.name;
   // Padding columns of strided buffers are untouched.
-  if (c.strided)
+  if (c.strided) {
     for (int64_t i = 0; i < s.nq; ++i)
       for (int64_t x = 0; x < 2; ++x) EXPECT_EQ(ho.buf[i * ho.t.stride0() + x], static_cast<T>(777));
+  }
 }
 
 class AttentionInferenceTest : public ::testing::TestWithParam<Case> {};

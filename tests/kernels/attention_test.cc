@@ -428,8 +428,9 @@ TEST(AttentionIsa, AutoIsTheBestSupportedAndScalarAlwaysRuns) {
   EXPECT_TRUE(cpu::AttentionIsaSupported(best));
   EXPECT_STREQ(cpu::AttentionTileKernelsF32(cpu::AttentionIsa::kAuto).name, cpu::AttentionIsaName(best));
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl"))
+      __builtin_cpu_supports("avx512vl")) {
     EXPECT_EQ(best, cpu::AttentionIsa::kAvx512);
+  }
 }
 
 // The reference itself: its backward is the gradient of its forward (so a

@@ -564,7 +564,9 @@ void CheckAttentionInference(Backend* b, Backend* ref, std::mt19937& rng) {
     ExpectClose(o.Download(), o.host(), Tol<T>(), what + " o");
     const std::vector<T> got_lse = lse.Download();
     for (size_t i = 0; i < got_lse.size(); ++i)  // -inf rows must match exactly
-      if (std::isinf(lse.host()[i])) EXPECT_EQ(got_lse[i], lse.host()[i]) << what << " lse " << i;
+      if (std::isinf(lse.host()[i])) {
+        EXPECT_EQ(got_lse[i], lse.host()[i]) << what << " lse " << i;
+      }
     std::vector<T> finite_got, finite_want;
     for (size_t i = 0; i < got_lse.size(); ++i)
       if (!std::isinf(lse.host()[i])) finite_got.push_back(got_lse[i]), finite_want.push_back(lse.host()[i]);

@@ -23,7 +23,9 @@ TEST(ShardRange, CoversExactlyInRankOrderWithFirstRanksLarger) {
         const int64_t expected = n / world + (r < n % world ? 1 : 0);
         EXPECT_EQ(s.size(), expected) << "n=" << n << " world=" << world << " rank=" << r;
         for (int64_t i : {s.begin, s.end - 1})
-          if (s.size() > 0) EXPECT_EQ(ShardOwner(n, i, world), r) << "n=" << n << " i=" << i;
+          if (s.size() > 0) {
+            EXPECT_EQ(ShardOwner(n, i, world), r) << "n=" << n << " i=" << i;
+          }
         next = s.end;
       }
       EXPECT_EQ(next, n) << "n=" << n << " world=" << world;

@@ -45,8 +45,12 @@ TEST(KvCache, KeepsConsecutivePositionsThroughCompactionAndGrowth) {
       const int64_t len = cache.length(l), first = cache.first_position(l);
       ASSERT_EQ(first + len, pos) << l;
       // A new block's first query needs window - 1 predecessors: all kept.
-      if (l == 0) ASSERT_GE(len, std::min<int64_t>(pos, 6 - 1 + b));
-      if (l == 1) ASSERT_EQ(first, 0);
+      if (l == 0) {
+        ASSERT_GE(len, std::min<int64_t>(pos, 6 - 1 + b));
+      }
+      if (l == 1) {
+        ASSERT_EQ(first, 0);
+      }
       const float* k = cache.keys(l).as<float>();
       const float* v = cache.values(l).as<float>();
       for (int64_t t = 0; t < len; ++t)

@@ -145,7 +145,9 @@ TEST(StrategySingleRankTest, FsdpGradAccumOneStartsAnAccumulatorOnASecondMicroBa
     }
     ASSERT_TRUE((*s)->FinishBackward().ok());
     ASSERT_TRUE((*s)->OptimizerStep(1e-2).ok());
-    if (mode == FSDP) EXPECT_GT((*s)->state_bytes(), before) << "the fp64 accumulator";
+    if (mode == FSDP) {
+      EXPECT_GT((*s)->state_bytes(), before) << "the fp64 accumulator";
+    }
     ASSERT_TRUE((*s)->GatherFullParameters().ok());
     std::vector<float> all;
     for (int b = 0; b < model.layout().num_buffers(); ++b) {

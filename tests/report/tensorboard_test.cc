@@ -239,13 +239,17 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
     ASSERT_EQ(j["values"].size(), 1u) << lines[i];
     const auto& pv = j["values"][0];
     EXPECT_EQ(pv["tag"], v.tag());
-    if (v.has_simple_value()) EXPECT_EQ(pv["simple_value"].get<float>(), v.simple_value()) << lines[i];
+    if (v.has_simple_value()) {
+      EXPECT_EQ(pv["simple_value"].get<float>(), v.simple_value()) << lines[i];
+    }
     if (v.has_image()) {
       EXPECT_EQ(pv["image"]["png_bytes"].get<size_t>(), v.image().encoded_image_string().size());
       EXPECT_TRUE(pv["image"]["png_signature_ok"].get<bool>());
       EXPECT_EQ(pv["image"]["width"].get<int>(), v.image().width());
     }
-    if (v.has_histo()) EXPECT_EQ(pv["histo"]["num"].get<double>(), v.histo().num());
+    if (v.has_histo()) {
+      EXPECT_EQ(pv["histo"]["num"].get<double>(), v.histo().num());
+    }
   }
 
   // tensorboard: false writes no event file.

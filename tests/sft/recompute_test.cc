@@ -167,8 +167,8 @@ namespace {
 
 // A measurement, not a check (disabled; run by hand, one process per setting,
 // under /usr/bin/time -v for the peak RSS):
-//   LONGCTX_RECOMPUTE=1 LONGCTX_BENCH_TOKENS=16384 /usr/bin/time -v \
-//     tests/recompute_test --gtest_also_run_disabled_tests --gtest_filter='*DemoStep*'
+//   LONGCTX_RECOMPUTE=1 LONGCTX_BENCH_TOKENS=16384 /usr/bin/time -v tests/recompute_test
+//     --gtest_also_run_disabled_tests --gtest_filter='*DemoStep*'    (one command line)
 TEST(RecomputeTest, DISABLED_DemoStep) {
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(testing::SourcePath("configs/demo.textproto"), {});
   ASSERT_TRUE(config.ok()) << config.status();

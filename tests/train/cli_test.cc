@@ -58,8 +58,12 @@ TEST(CliTest, EveryCommandPrintsItsOwnHelp) {
     EXPECT_EQ(r.exit_code, 0) << path << ":\n" << r.output;
     EXPECT_TRUE(Contains(r.output, absl::StrCat("Usage: longctx ", path, " [OPTIONS]"))) << path << ":\n" << r.output;
     // Its own flags only: probe's --trials is not in train's help, nor train's --config in probe's.
-    if (path == "train") EXPECT_FALSE(Contains(r.output, "--trials")) << r.output;
-    if (path == "probe") EXPECT_FALSE(Contains(r.output, "--config")) << r.output;
+    if (path == "train") {
+      EXPECT_FALSE(Contains(r.output, "--trials")) << r.output;
+    }
+    if (path == "probe") {
+      EXPECT_FALSE(Contains(r.output, "--config")) << r.output;
+    }
   }
   // The groups list their subcommands.
   for (const std::string group : {"data", "analyze"}) {

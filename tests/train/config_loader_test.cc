@@ -170,8 +170,9 @@ TEST(LoadTrainConfig, EveryShippedConfigLoadsAndValidates) {
     // A stage that starts from another run's checkpoint (init_from: SFT,
     // raised theta) keeps that model's name; every other config is named
     // after its file.
-    if (c->init_from().empty())
+    if (c->init_from().empty()) {
       EXPECT_EQ(c->model().name() + ".textproto", e.path().filename().string()) << "name matches the file";
+    }
     // A header comment says where the numbers come from.
     std::ifstream in(e.path());
     std::string first;
