@@ -24,7 +24,6 @@
 namespace longctx {
 namespace {
 
-using ::longctx::testing::LongctxBinary;
 using ::longctx::testing::MetricsEvents;
 using ::longctx::testing::ReadFile;
 using ::longctx::testing::RunCommand;
@@ -95,10 +94,9 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
   TempDir tmp;
   ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp / "text", tmp / "data.ltok", 120, 13).ok());
   const std::string out = tmp / "run";
-  const std::string cmd = absl::StrCat(
-      LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"), " --data.path=", tmp / "data.ltok",
-      " --out_dir=", out,
-      " --threads=1 --steps=6 --log_every=2 --ckpt_every=0 --eval_every=3 --data.eval_fraction=0.1"
+  const std::string cmd = ::longctx::testing::TinyTrainCommand(
+      tmp / "data.ltok", out,
+      "--steps=6 --log_every=2 --ckpt_every=0 --eval_every=3 --data.eval_fraction=0.1"
       " --posfreq_every=3 --data.seq_len=128 --probe_every=3 --probe_trials=1 --probe_min_len=128"
       " --probe_max_len=128 --probe_needles=1 --probe_format=compact");
   testing::CommandResult r = RunCommand(cmd);

@@ -21,7 +21,6 @@ namespace {
 using ::longctx::testing::LongctxBinary;
 using ::longctx::testing::RunCommand;
 using ::longctx::testing::SourcePath;
-using ::longctx::testing::TempDir;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -86,17 +85,14 @@ TEST(CliTest, NoCommandOrAnUnknownOneListsTheCommandsAndFails) {
   EXPECT_TRUE(Contains(r.output, "tokenize")) << r.output;
 }
 
-class CliTrainTest : public ::testing::Test {
+class CliTrainTest : public ::longctx::testing::TinyCorpusTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp_ / "text", data_, 60, 5).ok());
-  }
+  CliTrainTest() : TinyCorpusTest(/*docs=*/60, /*seed=*/5) {}
+  // Space-separated flags on purpose (not TinyTrainCommand): both spellings parse.
   std::string Train(const std::string& out, const std::string& extra) {
     return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
                         " --data.path ", data_, " --out_dir=", tmp_ / out, " --threads 1 --log_every=1 ", extra);
   }
-  TempDir tmp_;
-  std::string data_ = tmp_ / "corpus.ltok";
 };
 
 TEST_F(CliTrainTest, SpaceAndEqualsGiveTheSameRun) {
