@@ -30,6 +30,22 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+FileSizeLimit::FileSizeLimit(int64_t bytes) {
+  if (getrlimit(RLIMIT_FSIZE, &old_limit_) != 0) return;
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  if (sigaction(SIGXFSZ, &ign, &old_sigxfsz_) != 0) return;
+  signal_set_ = true;
+  struct rlimit lim = old_limit_;
+  lim.rlim_cur = static_cast<rlim_t>(bytes);
+  limit_set_ = setrlimit(RLIMIT_FSIZE, &lim) == 0;
+}
+
+FileSizeLimit::~FileSizeLimit() {
+  if (limit_set_) setrlimit(RLIMIT_FSIZE, &old_limit_);
+  if (signal_set_) sigaction(SIGXFSZ, &old_sigxfsz_, nullptr);
+}
+
 CommandResult RunCommand(const std::string& command) {
   CommandResult r;
   FILE* f = popen((command + " 2>&1").c_str(), "r");

@@ -5,6 +5,10 @@
 #ifndef LONGCTX_TESTS_SUPPORT_TEST_UTIL_H_
 #define LONGCTX_TESTS_SUPPORT_TEST_UTIL_H_
 
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +34,24 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// For its lifetime a write past `bytes` of any file fails with EFBIG, like a
+// full disk: RLIMIT_FSIZE's soft limit, with SIGXFSZ ignored so the write fails
+// instead of killing the process. The destructor restores both. ok(): both set.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(int64_t bytes);
+  ~FileSizeLimit();
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+  bool ok() const { return limit_set_; }
+
+ private:
+  bool signal_set_ = false;
+  bool limit_set_ = false;
+  struct rlimit old_limit_ {};
+  struct sigaction old_sigxfsz_ {};
 };
 
 struct CommandResult {

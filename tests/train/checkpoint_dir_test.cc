@@ -335,17 +335,12 @@ TEST_F(CheckpointDirTest, WriteFileAtomicAndReadFileToString) {
 TEST_F(CheckpointDirTest, WriteFileAtomicFailureKeepsOldFile) {
   const std::string p = root_ + "/state.json";
   ASSERT_TRUE(WriteFileAtomic(p, "first").ok());
-  struct rlimit old;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-  struct sigaction ign {}, old_sig {};
-  ign.sa_handler = SIG_IGN;
-  ASSERT_EQ(sigaction(SIGXFSZ, &ign, &old_sig), 0);
-  struct rlimit lim = old;
-  lim.rlim_cur = 64 * 1024;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0);
-  absl::Status st = WriteFileAtomic(p, std::string(1 << 20, 'x'));
-  setrlimit(RLIMIT_FSIZE, &old);
-  sigaction(SIGXFSZ, &old_sig, nullptr);
+  absl::Status st;
+  {
+    ::longctx::testing::FileSizeLimit limit(64 * 1024);
+    ASSERT_TRUE(limit.ok());
+    st = WriteFileAtomic(p, std::string(1 << 20, 'x'));
+  }
   ASSERT_FALSE(st.ok());
   EXPECT_HAS(st.message(), p);
   EXPECT_HAS(st.message(), "File too large");

@@ -432,26 +432,19 @@ TEST_F(SafetensorsTest, FullDiskErrorNamesPathAndErrno) {
 // RLIMIT_FSIZE makes the kernel refuse writes past a size with EFBIG: a real
 // partial file in a real directory, which the writer must remove.
 TEST_F(SafetensorsTest, PartialFileRemovedWhenWriteFails) {
-  struct rlimit old;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-  struct sigaction ign {}, old_sig {};
-  ign.sa_handler = SIG_IGN;
-  ASSERT_EQ(sigaction(SIGXFSZ, &ign, &old_sig), 0);
-  struct rlimit lim = old;
-  lim.rlim_cur = 64 * 1024;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0);
-
   std::vector<float> big(1 << 20, 3.f);
   std::vector<float> big2(1 << 18, 3.f);
   SafetensorsEntry conv{"conv", DType::kBF16, {1 << 18}, big2.data()};
   conv.source_dtype = DType::kF32;
   const std::string p = Path("partial.safetensors");
   const std::string p2 = Path("partial_conv.safetensors");
-  absl::Status st = WriteSafetensors(p, {{"big", DType::kF32, {1 << 20}, big.data()}}, {});
-  absl::Status st2 = WriteSafetensors(p2, {conv}, {});
-
-  setrlimit(RLIMIT_FSIZE, &old);
-  sigaction(SIGXFSZ, &old_sig, nullptr);
+  absl::Status st, st2;
+  {
+    ::longctx::testing::FileSizeLimit limit(64 * 1024);
+    ASSERT_TRUE(limit.ok());
+    st = WriteSafetensors(p, {{"big", DType::kF32, {1 << 20}, big.data()}}, {});
+    st2 = WriteSafetensors(p2, {conv}, {});
+  }
 
   ASSERT_FALSE(st.ok());
   EXPECT_HAS(st.message(), p);
