@@ -37,7 +37,11 @@ else
 fi
 
 kill -KILL "$holder"; wait "$holder" 2>/dev/null
-step=$(cat "$out/latest")
+# The checkpoint a restart resumes from is the newest step directory with
+# COMPLETE, not necessarily `latest`: a save marks its directory complete
+# before it moves the pointer, and the kill can land between the two.
+step=$(for d in "$out"/step-*; do [ -f "$d/COMPLETE" ] && basename "$d"; done | tail -1)
+[ -n "$step" ] || { echo "out_dir_lock: FAIL: no complete checkpoint after the kill"; exit 1; }
 "$bin" train "${args[@]}" --steps=$(( 10#${step#step-} + 1 )) > "$tmp/restart.log" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ] && grep -q "resumed from $out/$step" "$tmp/restart.log"; then
