@@ -83,6 +83,19 @@ void PackPairsAlongRows(const float* src, ptrdiff_t ld, int m, int k, uint32_t* 
   }
 }
 
+// A at any strides (A(i, kk) = src[i * rs + kk * cs]) -> rows of k-pairs
+// out[i][p], one element at a time (no attention product uses this).
+void PackPairsStrided(const float* src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, uint32_t* out, int out_ld) {
+  const int kp = (k + 1) / 2;
+  for (int i = 0; i < m; ++i)
+    for (int p = 0; p < kp; ++p) {
+      const float lo = src[i * rs + (2 * p) * cs];
+      const float hi = 2 * p + 1 < k ? src[i * rs + (2 * p + 1) * cs] : 0.f;
+      const __m512i v = PairLanes(_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+      out[i * out_ld + p] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(v)));
+    }
+}
+
 // In-register transpose of a 16 x 16 matrix of 32-bit elements (r[i] = row
 // i on entry, column i on exit): 32-bit, 64-bit and two 128-bit-lane stages.
 inline void Transpose16x16(__m512i r[16]) {
@@ -219,13 +232,7 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
     ap_rs = 1;
     ap_cs = m;
   } else {  // general strides (not used by the attention loops): element by element
-    for (int i = 0; i < m; ++i)
-      for (int p = 0; p < kp; ++p) {
-        const float lo = a[i * a_rs + (2 * p) * a_cs];
-        const float hi = 2 * p + 1 < k ? a[i * a_rs + (2 * p + 1) * a_cs] : 0.f;
-        const __m512i v = PairLanes(_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-        buf.a[i * kp + p] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(v)));
-      }
+    PackPairsStrided(a, a_rs, a_cs, m, k, buf.a.data(), kp);
     ap_rs = kp;
     ap_cs = 1;
   }
@@ -271,7 +278,7 @@ bool AmxPermitted() {
 inline int RoundUp(int x, int to) { return (x + to - 1) / to * to; }
 
 struct AmxBuffers {
-  std::vector<uint32_t> a, b, t;
+  std::vector<uint32_t> a, b;
   std::vector<float> c;
 };
 
@@ -294,18 +301,9 @@ void GemmAmx(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs
     PackPairsAlongRows(a, a_rs, m, k, buf.a.data(), kp2);
   } else if (a_rs == 1) {  // A^T stored ([k][m]): transposed in registers, whole blocks
     PackPairsOfColumns(a, a_cs, k, m, buf.a.data(), kp2);
-  } else {  // general strides (not used by the attention loops): pairs [p][i], then transposed
+  } else {  // general strides (not used by the attention loops): element by element
     std::fill(buf.a.begin(), buf.a.end(), 0u);
-    buf.t.resize(static_cast<size_t>(kp) * m);
-    for (int p = 0; p < kp; ++p)
-      for (int i = 0; i < m; ++i) {
-        const float lo = a[i * a_rs + (2 * p) * a_cs];
-        const float hi = 2 * p + 1 < k ? a[i * a_rs + (2 * p + 1) * a_cs] : 0.f;
-        const __m512i v = PairLanes(_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-        buf.t[p * m + i] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(v)));
-      }
-    for (int i = 0; i < m; ++i)
-      for (int p = 0; p < kp; ++p) buf.a[i * kp2 + p] = buf.t[p * m + i];
+    PackPairsStrided(a, a_rs, a_cs, m, k, buf.a.data(), kp2);
   }
   // C: in place when whole tiles cover it, else through a padded buffer.
   const bool direct = mp == m && np == n;

@@ -1,12 +1,14 @@
 // Why: the bf16 tile products pack their fp32 operands into k-pairs before the
 // product, and A arrives in two orientations (rows of A, or Aᵀ stored — the
-// attention backward's Pᵀ dO and dSᵀ Q, the forward's P V). The AMX path packs
+// attention backward's Pᵀ dO and dSᵀ Q, the forward's P V) or, in general, at
+// any strides. The AMX path packs
 // Aᵀ with an in-register 16 x 16 transpose. Packing only rearranges and rounds,
 // so the product of A given either way must be the same bits, for every shape
 // (whole tiles and ragged m, n, k); and both must equal a double-precision
 // product of the bf16-rounded operands to fp32 accumulation accuracy. Runs
 // every bf16 table this CPU has (AMX, AVX512-BF16); skips where it has none.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -47,19 +49,24 @@ TEST_P(Bf16PackTest, TransposedAEqualsRowMajorAAndTheBf16Reference) {
     // A row-major [m][k] with a row stride > k; the same values stored transposed [k][m] with stride > m.
     const int lda = k + 3, ldat = m + 5, ldb = n + 2, ldc = n + 1;
     std::vector<float> a(static_cast<size_t>(m) * lda), at(static_cast<size_t>(k) * ldat), b(static_cast<size_t>(k) * ldb);
+    // And at general strides (neither 1): A(i, x) = ag[i * (2 k + 1) + 2 x].
+    const ptrdiff_t g_rs = 2 * k + 1, g_cs = 2;
+    std::vector<float> ag(static_cast<size_t>(m) * g_rs, 0.f);
     for (int i = 0; i < m; ++i)
-      for (int x = 0; x < k; ++x) at[x * ldat + i] = a[i * lda + x] = dist(rng);
+      for (int x = 0; x < k; ++x) ag[i * g_rs + x * g_cs] = at[x * ldat + i] = a[i * lda + x] = dist(rng);
     for (float& v : b) v = dist(rng);
     for (bool accumulate : {false, true}) {
-      std::vector<float> c0(static_cast<size_t>(m) * ldc), c1;
+      std::vector<float> c0(static_cast<size_t>(m) * ldc), c1, c2;
       for (float& v : c0) v = dist(rng);
-      c1 = c0;
+      c2 = c1 = c0;
       const std::vector<float> init = c0;
       t->gemm(m, n, k, a.data(), lda, 1, b.data(), ldb, c0.data(), ldc, accumulate);
       t->gemm(m, n, k, at.data(), 1, ldat, b.data(), ldb, c1.data(), ldc, accumulate);
+      t->gemm(m, n, k, ag.data(), g_rs, g_cs, b.data(), ldb, c2.data(), ldc, accumulate);
       for (int i = 0; i < m; ++i)
         for (int j = 0; j < n; ++j) {
           ASSERT_EQ(c0[i * ldc + j], c1[i * ldc + j]) << what << " C(" << i << "," << j << ") acc " << accumulate;
+          ASSERT_EQ(c0[i * ldc + j], c2[i * ldc + j]) << what << " strided C(" << i << "," << j << ") acc " << accumulate;
           double want = accumulate ? init[i * ldc + j] : 0.0, scale = std::fabs(want);
           for (int x = 0; x < k; ++x) {
             const double p = static_cast<double>(RoundToBf16(a[i * lda + x])) * RoundToBf16(b[x * ldb + j]);
