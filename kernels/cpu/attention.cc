@@ -30,8 +30,11 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_driver.h"
 #include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/dispatch.h"
@@ -40,9 +43,6 @@
 
 namespace longctx::cpu {
 namespace {
-
-constexpr int kBlockQ = 64;  // queries per tile
-constexpr int kBlockK = 64;  // keys per tile (also the row stride of score tiles)
 
 template <class T>
 const AttentionTileKernels<T>& KernelsFor(const AttentionConfig& config);
@@ -61,40 +61,6 @@ const AttentionTileKernels<double>& KernelsFor<double>(const AttentionConfig&) {
   return AttentionTileKernelsF64();
 }
 
-// Everything a work item needs: the shared unpacked form of the params
-// (kernels/attention_args.h: raw pointers, strides in elements, the mask), the
-// tile kernels and, in the backward, D and the GQA partials.
-template <class T>
-struct Ctx : AttentionView<T> {
-  const AttentionTileKernels<T>* tiles = nullptr;
-  const T* drow = nullptr;  // D[h * n + i] = rowsum(dO * O)
-  T *dk_part = nullptr, *dv_part = nullptr;  // [heads][n][d] when group > 1
-};
-
-// A block of rows [begin, end) inside the segment [seg_begin, seg_end), plus
-// the head it is computed for. Forward items: rows are queries, the segment
-// bounds are those of the keys, and query row i sits at key index i + shift
-// (0 unless the keys have their own segments).
-struct Item {
-  int64_t seg_begin, seg_end, begin, end;
-  int64_t head;
-  int64_t shift = 0;
-};
-
-// Forward items: query blocks of each segment, with the key segment's bounds
-// and the bottom-right shift (the last query of a segment is its last key).
-// The head varies fastest so consecutive items share the same keys in cache.
-std::vector<Item> MakeForwardItems(const int32_t* cu, const int32_t* cu_k, int64_t segments, int block,
-                                   int64_t heads) {
-  std::vector<Item> items;
-  for (int64_t s = 0; s < segments; ++s)
-    for (int64_t b = cu[s]; b < cu[s + 1]; b += block)
-      for (int64_t h = 0; h < heads; ++h)
-        items.push_back({cu_k[s], cu_k[s + 1], b, std::min<int64_t>(b + block, cu[s + 1]), h,
-                         math::QueryKeyShift(cu[s + 1], cu_k[s + 1])});
-  return items;
-}
-
 // Per-thread tile scratch; nothing here grows with N except qs, dos, dqa (one
 // segment of one head: scaled Q, dO, the dQ accumulator). Operands are copied
 // to dense buffers because rows of q|k|v at their real strides (H * d and
@@ -110,37 +76,6 @@ struct Scratch {
         acc(std::max(kBlockQ, kBlockK) * d), acc2(kBlockK * d), m(kBlockQ), l(kBlockQ), mn(kBlockQ),
         alpha(kBlockQ), msafe(kBlockQ), ra(std::max(kBlockQ, kBlockK)), rb(std::max(kBlockQ, kBlockK)) {}
 };
-
-// rows x d (row stride ld) -> dst[c * width + r] = scale * src[r * ld + c],
-// zero-padded to `width` columns (rows <= width).
-template <class T>
-void LoadTransposed(const T* src, int64_t ld, int rows, int64_t d, T scale, int width, T* dst) {
-  for (int r = 0; r < rows; ++r) {
-    const T* in = src + r * ld;
-    for (int64_t c = 0; c < d; ++c) dst[c * width + r] = scale * in[c];
-  }
-  for (int64_t c = 0; c < d; ++c)
-    for (int r = rows; r < width; ++r) dst[c * width + r] = T(0);
-}
-
-// Visible range [a, b) of one line of a score tile: either the queries
-// (i0 + [0, nq), i0 their key index) that see key j, or the keys (t0 + [0, nk))
-// that query i sees.
-struct Range {
-  int a, b;
-};
-template <class T>
-Range QueriesSeeing(const Ctx<T>& c, int64_t j, int64_t i0, int nq) {
-  const int64_t a = std::max<int64_t>(0, math::FirstQuerySeeing(c.mask, j) - i0);
-  const int64_t b = std::min<int64_t>(nq, math::EndQuerySeeing(c.mask, i0 + nq, j) - i0);
-  return {static_cast<int>(std::min<int64_t>(a, nq)), static_cast<int>(std::max(std::min<int64_t>(a, nq), b))};
-}
-template <class T>
-Range KeysSeenBy(const Ctx<T>& c, int64_t seg_begin, int64_t i, int64_t t0, int nk) {
-  const int64_t a = std::min<int64_t>(nk, std::max<int64_t>(0, math::FirstVisibleKey(c.mask, seg_begin, i) - t0));
-  const int64_t b = std::min<int64_t>(nk, math::EndVisibleKey(c.mask, i) - t0);
-  return {static_cast<int>(a), static_cast<int>(std::max(a, b))};
-}
 
 // Forward of one (segment, query head, query block). Scores are kept
 // transposed, st[j * kBlockQ + i] (key j, query i): the product K_tile Qᵀ
@@ -275,22 +210,22 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   }
 }
 
-template <class T, class Fn>
-void RunItems(const Ctx<T>& c, const std::vector<Item>& items, Fn fn) {
-  const int64_t count = static_cast<int64_t>(items.size());
-#pragma omp parallel if (count > 1)
-  {
-    Scratch<T> w(c.d);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t x = 0; x < count; ++x) fn(c, items[x], w);
-  }
+// The packed AMX driver (attention_amx.h) where the tiles are AMX bf16 and
+// the shape allows it; config.bf16_amx_packed = false keeps the generic one.
+bool UsePackedAmx(const Ctx<float>& c, const AttentionConfig& config) {
+  return config.bf16_amx_packed && std::string_view(c.tiles->name) == "amx-bf16" && AmxAttentionUsable(c);
 }
 
 template <class T>
 void Forward(const AttentionParams& p, const AttentionConfig& config) {
   Ctx<T> c{UnpackAttention<T>(p, false)};
   c.tiles = &KernelsFor<T>(config);
-  RunItems(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads), ForwardItem<T>);
+  if constexpr (std::is_same_v<T, float>)
+    if (UsePackedAmx(c, config)) {
+      AmxAttentionForward({c, c.tiles});
+      return;
+    }
+  RunItems<Scratch<T>>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads), ForwardItem<T>);
 }
 
 template <class T>
@@ -317,14 +252,13 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
     c.dk_part = dk_part.data();
     c.dv_part = dv_part.data();
   }
-  // Items (segment, query head), longest segments first so the dynamic
-  // schedule balances (the order does not change any result).
-  std::vector<Item> items;
-  for (int64_t s = 0; s < c.segments; ++s)
-    for (int64_t h = 0; h < heads; ++h) items.push_back({c.cu[s], c.cu[s + 1], c.cu[s], c.cu[s + 1], h});
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Item& a, const Item& b) { return a.seg_end - a.seg_begin > b.seg_end - b.seg_begin; });
-  RunItems(c, items, BackwardItem<T>);
+  bool packed = false;
+  if constexpr (std::is_same_v<T, float>)
+    if (UsePackedAmx(c, config)) {
+      AmxAttentionBackwardItems({c, c.tiles, c.drow, c.dk_part, c.dv_part});
+      packed = true;
+    }
+  if (!packed) RunItems<Scratch<T>>(c, MakeBackwardItems(c.cu, c.segments, heads), BackwardItem<T>);
   if (c.group == 1) return;
   // dK, dV of kv head g = the partials of its query heads, summed in head order.
   const int64_t group = c.group, kv_heads = c.kv_heads;

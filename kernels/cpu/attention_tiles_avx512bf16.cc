@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/amx_bf16.h"
 #include "kernels/cpu/attention_tiles.h"
 
 #if defined(__x86_64__)
@@ -49,6 +50,10 @@ inline __m512i PairLanes(__m512 lo, __m512 hi) {
   const __m512i h = _mm512_cvtepu16_epi32((__m256i)(_mm512_cvtneps_pbh(hi)));
   return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
 }
+
+}  // namespace
+
+namespace amx {
 
 // rows 2p and 2p+1 of a row-major [k][n] operand (row stride ld) -> out[p][x],
 // x < n (the second row zero when 2p+1 = k).
@@ -149,6 +154,15 @@ void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* 
     }
   }
 }
+
+}  // namespace amx
+
+namespace {
+
+using amx::PackPairsAlongRows;
+using amx::PackPairsOfColumns;
+using amx::PackPairsOfRows;
+using amx::PackPairsStrided;
 
 template <int R, int NV>
 inline void Strip(int kp, const uint32_t* __restrict a, ptrdiff_t a_rs, ptrdiff_t a_cs, const uint32_t* __restrict b,
@@ -275,6 +289,22 @@ bool AmxPermitted() {
   return ok;
 }
 
+// Tiles 0-7 as 16 rows x 64 bytes. The config is a static object: GCC 12's
+// _tile_loadconfig tells the compiler it reads only 8 bytes of its operand, so
+// the stores filling a local config were dropped as dead (ldtilecfg then read
+// stack garbage and faulted).
+void LoadEightTiles() {
+  static const TileConfig cfg = [] {
+    TileConfig c;
+    for (int t = 0; t < 8; ++t) {
+      c.rows[t] = 16;
+      c.colsb[t] = 64;
+    }
+    return c;
+  }();
+  _tile_loadconfig(&cfg);
+}
+
 inline int RoundUp(int x, int to) { return (x + to - 1) / to * to; }
 
 struct AmxBuffers {
@@ -316,12 +346,7 @@ void GemmAmx(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs
     cc = buf.c.data();
     ldcc = np;
   }
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);  // per call: oneDNN may have loaded its own in this thread
+  LoadEightTiles();  // per call: oneDNN may have loaded its own in this thread
   const bool acc = accumulate || !direct;  // the padded buffer holds C (or zeros)
   const int a_stride = kp2 * 4, b_stride = np * 4, c_stride = static_cast<int>(ldcc * 4);
   for (int i0 = 0; i0 < mp; i0 += 32) {
@@ -371,6 +396,66 @@ void GemmAmx(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs
 
 }  // namespace
 
+namespace amx {
+
+bool Usable() {
+  return AttentionTilesAvx512() != nullptr && __builtin_cpu_supports("amx-bf16") &&
+         __builtin_cpu_supports("amx-tile") && AmxPermitted();
+}
+
+void LoadTileConfig() { LoadEightTiles(); }
+
+// The GemmAmx loop without packing or padding: 2 x 2 C tiles (0-3), A tiles
+// 4-5, B tiles 6-7; k-pairs in steps of 16, ascending (as GemmAmx, so the
+// same operands give the same bits).
+void Product(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t* b, int b_ld, float* c, int ldc,
+             bool accumulate) {
+  const int a_stride = a_ld * 4, b_stride = b_ld * 4, c_stride = ldc * 4;
+  for (int i0 = 0; i0 < mt; i0 += 32) {
+    const bool two_rows = i0 + 16 < mt;
+    for (int j0 = 0; j0 < nt; j0 += 32) {
+      const bool two_cols = j0 + 16 < nt;
+      float* c00 = c + i0 * ldc + j0;
+      float* c01 = c00 + 16;
+      float* c10 = c00 + 16 * ldc;
+      float* c11 = c10 + 16;
+      if (accumulate) {
+        _tile_loadd(0, c00, c_stride);
+        if (two_cols) _tile_loadd(1, c01, c_stride);
+        if (two_rows) _tile_loadd(2, c10, c_stride);
+        if (two_rows && two_cols) _tile_loadd(3, c11, c_stride);
+      } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+      }
+      for (int p0 = 0; p0 < kp; p0 += 16) {
+        const uint32_t* a0 = a + i0 * a_ld + p0;
+        const uint32_t* b0 = b + p0 * b_ld + j0;
+        _tile_loadd(4, a0, a_stride);
+        _tile_loadd(6, b0, b_stride);
+        _tile_dpbf16ps(0, 4, 6);
+        if (two_cols) {
+          _tile_loadd(7, b0 + 16, b_stride);
+          _tile_dpbf16ps(1, 4, 7);
+        }
+        if (two_rows) {
+          _tile_loadd(5, a0 + 16 * a_ld, a_stride);
+          _tile_dpbf16ps(2, 5, 6);
+          if (two_cols) _tile_dpbf16ps(3, 5, 7);
+        }
+      }
+      _tile_stored(0, c00, c_stride);
+      if (two_cols) _tile_stored(1, c01, c_stride);
+      if (two_rows) _tile_stored(2, c10, c_stride);
+      if (two_rows && two_cols) _tile_stored(3, c11, c_stride);
+    }
+  }
+}
+
+}  // namespace amx
+
 const AttentionTileKernels<float>* AttentionTilesAmxBf16() {
   const AttentionTileKernels<float>* f32 = AttentionTilesAvx512();
   if (f32 == nullptr || !__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("amx-tile") ||
@@ -398,6 +483,9 @@ const AttentionTileKernels<float>* AttentionTilesAvx512Bf16() {
 namespace longctx::cpu {
 const AttentionTileKernels<float>* AttentionTilesAvx512Bf16() { return nullptr; }
 const AttentionTileKernels<float>* AttentionTilesAmxBf16() { return nullptr; }
+namespace amx {
+bool Usable() { return false; }
+}  // namespace amx
 }  // namespace longctx::cpu
 
 #endif

@@ -41,6 +41,10 @@ struct AttentionConfig {
   AttentionIsa isa = AttentionIsa::kAuto;
   bool bf16 = false;
   bool bf16_amx = true;  // false: the AVX512-BF16 (vdpbf16ps) products, even where AMX exists (tests)
+  // AMX products through the packed driver (kernels/cpu/attention_amx.h:
+  // operands converted once per block) where it applies; false: the generic
+  // driver's per-product packing (the same bits; tests compare the two).
+  bool bf16_amx_packed = true;
 };
 void AttentionForward(const AttentionParams& p, const AttentionConfig& config = {});  // attention.cc
 void AttentionBackward(const AttentionParams& p, const AttentionConfig& config = {});

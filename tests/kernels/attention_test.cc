@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/log.h"
 #include "kernels/math/online_softmax.h"
@@ -421,6 +422,58 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionBf16Test, ::testing::ValuesIn(AllBf16Ca
                          [](const ::testing::TestParamInfo<Bf16Case>& info) {
                            return std::string(info.param.amx ? "amx_" : "avx512bf16_") + info.param.c.name;
                          });
+
+// The packed AMX driver (kernels/cpu/attention_amx.h: operands converted to
+// bf16 once per block) against the generic driver's AMX path (converted per
+// product): the same products in the same order, so the same values — on
+// documents that start at odd tokens (the parity paths), windows whose first
+// key is odd, GQA, strided views, d = 32, 64, 128. d = 13 is not a multiple
+// of 32: there the generic driver runs in both and the counter must not move.
+class AttentionAmxPackedTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(true);
+    if (k == nullptr || std::string(k->name) != "amx-bf16") GTEST_SKIP() << "this CPU has no AMX";
+  }
+};
+
+TEST_P(AttentionAmxPackedTest, EqualsTheGenericAmxPath) {
+  const Case& c = GetParam();
+  const NaiveAttentionShape s = ShapeOf(c);
+  const Inputs in = RandomInputs<float>(s, c.seed + 3000);
+  Buffers<float> generic(c, in), packed(c, in);
+  generic.config.bf16 = packed.config.bf16 = true;
+  generic.config.bf16_amx_packed = false;
+  const int64_t calls_before = cpu::AmxAttentionCalls();
+  generic.Forward();
+  generic.Backward();
+  EXPECT_EQ(cpu::AmxAttentionCalls(), calls_before) << "bf16_amx_packed = false still ran the packed driver";
+  packed.Forward();
+  packed.Backward();
+  const bool applies = c.head_dim % 32 == 0;
+  EXPECT_EQ(cpu::AmxAttentionCalls(), calls_before + (applies ? 2 : 0))
+      << "the packed driver " << (applies ? "did not run" : "ran") << " for head_dim " << c.head_dim;
+  const char* names[] = {"o", "lse", "dq", "dk", "dv"};
+  const Tensor* g[] = {&generic.p.o, &generic.p.lse, &generic.p.dq, &generic.p.dk, &generic.p.dv};
+  const Tensor* p[] = {&packed.p.o, &packed.p.lse, &packed.p.dq, &packed.p.dk, &packed.p.dv};
+  for (int t = 0; t < 5; ++t) {
+    const std::vector<double> a = Buffers<float>::Get(*g[t]), b = Buffers<float>::Get(*p[t]);
+    ASSERT_EQ(a.size(), b.size());
+    size_t differ = 0, first = a.size();
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(a[i] == b[i])) {
+        if (differ++ == 0) first = i;
+      }
+    EXPECT_EQ(differ, 0u) << c.name << ": " << names[t] << " differs at " << differ << " of " << a.size()
+                          << " elements (first " << first << ": generic "
+                          << (first < a.size() ? a[first] : 0.0) << ", packed " << (first < b.size() ? b[first] : 0.0)
+                          << ")";
+  }
+  EXPECT_EQ(packed.DirtyPadding(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionAmxPackedTest, ::testing::ValuesIn(IsaCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 TEST(AttentionIsa, AutoIsTheBestSupportedAndScalarAlwaysRuns) {
   EXPECT_TRUE(cpu::AttentionIsaSupported(cpu::AttentionIsa::kScalar));

@@ -1,0 +1,50 @@
+// Why: the bf16 attention on AMX (attention_amx.cc) converts each operand to
+// bf16 k-pairs once per block and reuses it across many tile products, so it
+// needs the packing routines and the tile-unit product of
+// attention_tiles_avx512bf16.cc by name rather than behind the per-product
+// AttentionTileKernels::gemm (which packs both operands on every call).
+//
+// Layouts (uint32 = two bf16, the lower half first):
+//  * A operand: rows of k-pairs, a[i * a_ld + p] = (A(i, 2p), A(i, 2p + 1)).
+//  * B operand: pairs of rows, b[p * b_ld + j] = (B(2p, j), B(2p + 1, j)).
+// Rounding is round to nearest even (vcvtneps2bf16), as in the tile tables.
+// Everything except Usable() requires Usable() (AVX-512, AMX, and the tile
+// state granted to the process); the products also require LoadTileConfig()
+// on the calling thread since its last use of the tile unit by anyone else.
+#ifndef LONGCTX_KERNELS_CPU_AMX_BF16_H_
+#define LONGCTX_KERNELS_CPU_AMX_BF16_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace longctx::cpu::amx {
+
+// The CPU has AVX-512, AMX-BF16 and AMX-TILE, and Linux granted tile state.
+bool Usable();
+
+// Eight tiles of 16 rows x 64 bytes, the only configuration Product uses.
+void LoadTileConfig();
+
+// C[0:mt, 0:nt] (= or +=) A B over kp k-pairs, whole 16 x 16 tiles: mt, nt
+// and kp multiples of 16; a_ld, b_ld in uint32, ldc in floats. Every element
+// of the padded rectangle is written, so C needs room for mt rows of nt.
+void Product(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t* b, int b_ld, float* c, int ldc,
+             bool accumulate);
+
+// [k][n] (row stride ld) -> B layout out[p * out_ld + x], p < ceil(k / 2),
+// x < n; the odd last row pairs with zero. Nothing else is written.
+void PackPairsOfRows(const float* src, ptrdiff_t ld, int k, int n, uint32_t* out, int out_ld);
+// [m][k] (row stride ld) -> A layout out[i * out_ld + p]: pairs p < ceil(k / 2)
+// written, in 16-pair groups (pairs past ceil(k / 2) in the last group are
+// left as they were).
+void PackPairsAlongRows(const float* src, ptrdiff_t ld, int m, int k, uint32_t* out, int out_ld);
+// A stored transposed, [k][m] (row stride ld) -> A layout out[i * out_ld + p],
+// whole 16 x 16 pair blocks: rows up to m rounded up to 16, pairs up to
+// ceil(k / 2) rounded up to 16, zero beyond m and k.
+void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* out, int out_ld);
+// A at any strides, element by element -> A layout (pairs p < ceil(k / 2)).
+void PackPairsStrided(const float* src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, uint32_t* out, int out_ld);
+
+}  // namespace longctx::cpu::amx
+
+#endif  // LONGCTX_KERNELS_CPU_AMX_BF16_H_

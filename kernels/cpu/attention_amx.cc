@@ -1,0 +1,311 @@
+// Why: see attention_amx.h. The loops are attention.cc's (same items, masks,
+// online softmax, FlashAttention-2 backward with five products per tile); what
+// differs is where operands become bf16 pairs:
+//  * forward: K (A rows) and V (pairs of consecutive keys, at both parities,
+//    since a sliding window's first key can be odd) once per call for every
+//    kv head; the item's scaled Qᵀ once per item; per tile only P.
+//  * backward: the segment's scaled Q and dO once per item, as A rows (for
+//    S = Qs Kᵀ, dP = dO Vᵀ) and as pairs of consecutive queries (for
+//    dV += Pᵀ dO, dK += dSᵀ Qs); Kᵀ, Vᵀ and K of a key block once per key
+//    block; per tile only Pᵀ, dSᵀ and dS.
+// The products are amx::Product on whole 16 x 16 tiles; the tile config is
+// loaded once per item. Where a pre-converted operand would reach past its
+// segment's end (the last tile of a segment) or starts at an odd query, that
+// tile's operand is converted on its own with zero padding, as the generic
+// path does, so values of another document never meet a zero of this one.
+#include "kernels/cpu/attention_amx.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/attention_driver.h"
+#include "kernels/log.h"
+#include "kernels/math/online_softmax.h"
+
+#if defined(__x86_64__)
+#include "kernels/cpu/amx_bf16.h"
+
+namespace longctx::cpu {
+namespace {
+
+inline int RoundUp16(int x) { return (x + 15) / 16 * 16; }
+
+// Pairs [from, to) of `count` rows of a B-layout operand (row stride ld) set to 0.
+void ZeroPairs(uint32_t* b, int ld, int from, int to) {
+  if (to > from) std::memset(b + static_cast<size_t>(from) * ld, 0, sizeof(uint32_t) * (to - from) * ld);
+}
+
+// K and V of every kv head, converted once per forward call.
+struct PackedKv {
+  int64_t rows = 0;  // tokens rounded up to even, plus a zero tail of one tile
+  int kp = 0;        // k-pairs of a K row (head_dim / 2)
+  int64_t d = 0;
+  std::vector<uint32_t> k;     // [kv_heads][rows][kp]: A rows
+  std::vector<uint32_t> v[2];  // parity e: [kv_heads][rows / 2][d], pair p = keys (2p + e, 2p + e + 1)
+  const uint32_t* KRows(int64_t g, int64_t t) const { return k.data() + (g * rows + t) * kp; }
+  const uint32_t* VPairs(int64_t g, int64_t t) const {
+    const int e = static_cast<int>(t & 1);
+    return v[e].data() + (g * (rows / 2) + (t - e) / 2) * d;
+  }
+};
+
+PackedKv PackKv(const Ctx<float>& c) {
+  PackedKv kv;
+  const int64_t n = c.n, d = c.d, hkv = c.kv_heads;
+  kv.rows = (n + 1) / 2 * 2 + kBlockK;
+  kv.kp = static_cast<int>(d / 2);
+  kv.d = d;
+  kv.k.assign(static_cast<size_t>(hkv * kv.rows * kv.kp), 0u);
+  kv.v[0].assign(static_cast<size_t>(hkv * (kv.rows / 2) * d), 0u);
+  kv.v[1].assign(kv.v[0].size(), 0u);
+  constexpr int64_t kChunk = 256;  // rows per task (even, so pairs never straddle two tasks)
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t g = 0; g < hkv; ++g)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t r0 = ch * kChunk, rows = std::min(kChunk, n - r0);
+      const int di = static_cast<int>(d);
+      amx::PackPairsAlongRows(c.k + r0 * c.sk + g * d, c.sk, static_cast<int>(rows), di,
+                              kv.k.data() + (g * kv.rows + r0) * kv.kp, kv.kp);
+      amx::PackPairsOfRows(c.v + r0 * c.sv + g * d, c.sv, static_cast<int>(rows), di,
+                           kv.v[0].data() + (g * (kv.rows / 2) + r0 / 2) * d, di);
+      // Parity 1: keys (r0 + 1, r0 + 2), ...; the chunk's last pair takes the
+      // next chunk's first key (or pairs with zero at the end).
+      const int64_t odd_rows = std::min(kChunk, n - r0 - 1);
+      if (odd_rows > 0)
+        amx::PackPairsOfRows(c.v + (r0 + 1) * c.sv + g * d, c.sv, static_cast<int>(odd_rows), di,
+                             kv.v[1].data() + (g * (kv.rows / 2) + r0 / 2) * d, di);
+    }
+  return kv;
+}
+
+struct AmxScratch {
+  std::vector<float> qt, st, acc, acc2, m, l, mn, alpha, msafe, kt, vt, s, dp, qs, dos, dqa;
+  std::vector<uint32_t> qb, pa, pb, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
+  std::vector<int> ra, rb;
+  explicit AmxScratch(int64_t d)
+      : qt(d * kBlockQ), st(kBlockK * kBlockQ), acc(kBlockK * d), acc2(kBlockK * d), m(kBlockQ), l(kBlockQ),
+        mn(kBlockQ), alpha(kBlockQ), msafe(kBlockQ), kt(d * kBlockK), vt(d * kBlockK), s(kBlockQ * kBlockK),
+        dp(kBlockQ * kBlockK), qb(d / 2 * kBlockQ), pa(kBlockK * kBlockK / 2), pb(kBlockK * kBlockK / 2),
+        vb(kBlockK / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d), ktb(d / 2 * kBlockK), vtb(d / 2 * kBlockK),
+        kdb(kBlockK / 2 * d), ra(kBlockK), rb(kBlockK) {}
+};
+
+void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const PackedKv& kv) {
+  const AttentionTileKernels<float>& K = *c.tiles;
+  const int64_t d = c.d, h = it.head, g = h / c.group, i0 = it.begin;
+  const int di = static_cast<int>(d), kp = di / 2;
+  const int nq = static_cast<int>(it.end - i0), mq = RoundUp16(nq);
+  const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
+  float* st = w.st.data();
+  float* m = w.m.data();
+  float* l = w.l.data();
+  float* mn = w.mn.data();
+  float* alpha = w.alpha.data();
+  float* msafe = w.msafe.data();
+  int* ra = w.ra.data();
+  int* rb = w.rb.data();
+  LoadTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, d, c.scale, kBlockQ, w.qt.data());
+  amx::PackPairsOfRows(w.qt.data(), kBlockQ, di, kBlockQ, w.qb.data(), kBlockQ);  // Qᵀ as B: [kp][64]
+  std::fill(w.acc.begin(), w.acc.begin() + mq * d, 0.f);
+  std::fill(m, m + nq, math::NegInf<float>());
+  std::fill(l, l + nq, 0.f);
+  amx::LoadTileConfig();
+  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockK) {
+    const int64_t t1 = std::min<int64_t>(t0 + kBlockK, k_end);
+    const int nk = static_cast<int>(t1 - t0);
+    amx::Product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data(), kBlockQ, st, kBlockQ, false);  // Sᵀ
+    for (int j = 0; j < nk; ++j) {
+      const Range r = QueriesSeeing(c, t0 + j, p0, nq);
+      ra[j] = r.a;
+      rb[j] = r.b;
+    }
+    std::copy(m, m + nq, mn);
+    K.tile_max(st, nk, kBlockQ, ra, rb, mn);
+    for (int i = 0; i < nq; ++i) {
+      alpha[i] = math::SoftmaxRescale(m[i], mn[i]);
+      msafe[i] = math::SoftmaxSafeMax(mn[i]);
+      l[i] *= alpha[i];
+      m[i] = mn[i];
+    }
+    K.tile_exp_sum(st, nk, kBlockQ, nq, ra, rb, msafe, l);
+    for (int i = 0; i < nq; ++i)
+      if (alpha[i] != 1.f) {
+        float* arow = w.acc.data() + i * d;
+        for (int64_t x = 0; x < d; ++x) arow[x] *= alpha[i];
+      }
+    // acc += P V: P(i, j) = st[j * kBlockQ + i] as A rows; V pairs pre-converted
+    // unless this tile's pairs reach past the segment.
+    const int kpp = RoundUp16((nk + 1) / 2);
+    amx::PackPairsOfColumns(st, kBlockQ, nk, nq, w.pa.data(), kpp);
+    const uint32_t* vb = kv.VPairs(g, t0);
+    if (t0 + 2 * kpp > it.seg_end) {
+      amx::PackPairsOfRows(c.v + t0 * c.sv + g * d, c.sv, nk, di, w.vb.data(), di);
+      ZeroPairs(w.vb.data(), di, (nk + 1) / 2, kpp);
+      vb = w.vb.data();
+    }
+    amx::Product(mq, di, kpp, w.pa.data(), kpp, vb, di, w.acc.data(), di, true);
+  }
+  for (int i = 0; i < nq; ++i) {
+    const float inv = math::SoftmaxInvSum(l[i]);
+    float* orow = c.o + (i0 + i) * c.so + h * d;
+    const float* arow = w.acc.data() + i * d;
+    for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
+    c.lse[h * c.slse + i0 + i] = math::SoftmaxLse(m[i], l[i]);
+  }
+}
+
+// B operand for dV += Pᵀ dO or dK += dSᵀ Qs: pairs of the tile's queries
+// [u, u + nq) of the item's dense rows. The item's pre-converted pairs when u
+// is even (pairs past the segment's end are the zero tail), else converted
+// here with zero padding to kpq pairs.
+const uint32_t* QueryPairs(const std::vector<uint32_t>& packed, const std::vector<float>& dense, int64_t u, int nq,
+                           int di, int kpq, std::vector<uint32_t>& tile) {
+  if (u % 2 == 0) return packed.data() + (u / 2) * di;
+  amx::PackPairsOfRows(dense.data() + u * di, di, nq, di, tile.data(), di);
+  ZeroPairs(tile.data(), di, (nq + 1) / 2, kpq);
+  return tile.data();
+}
+
+void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
+  const AttentionTileKernels<float>& K = *c.tiles;
+  const int64_t d = c.d, h = it.head, g = h / c.group, sb = it.seg_begin, se = it.seg_end, len = se - sb;
+  const int di = static_cast<int>(d), kp = di / 2;
+  const float* lse = c.lse + h * c.slse;
+  const float* drow = c.drow + h * c.n;
+  int* ra = w.ra.data();
+  int* rb = w.rb.data();
+  // Scaled Q and dO of this segment and head, dense [len][d] (fp32, then
+  // rounded once): as A rows [len + tail][kp] and as query pairs
+  // [(len + tail) / 2][d]; the tails are zero. dQ accumulator with room for
+  // a whole last tile.
+  const int64_t rows = (len + 1) / 2 * 2 + kBlockQ;
+  w.qs.resize(static_cast<size_t>(len * d));
+  w.dos.resize(w.qs.size());
+  w.dqa.assign(static_cast<size_t>(rows * d), 0.f);
+  for (int64_t i = sb; i < se; ++i) {
+    const float* qrow = c.q + i * c.sq + h * d;
+    float* qsrow = w.qs.data() + (i - sb) * d;
+    for (int64_t x = 0; x < d; ++x) qsrow[x] = c.scale * qrow[x];
+    std::copy_n(c.d_o + i * c.sdo + h * d, d, w.dos.data() + (i - sb) * d);
+  }
+  w.qsa.assign(static_cast<size_t>(rows * kp), 0u);
+  w.dosa.assign(w.qsa.size(), 0u);
+  w.qsb.assign(static_cast<size_t>(rows / 2 * d), 0u);
+  w.dosb.assign(w.qsb.size(), 0u);
+  if (len > 0) {
+    const int li = static_cast<int>(len);
+    amx::PackPairsAlongRows(w.qs.data(), d, li, di, w.qsa.data(), kp);
+    amx::PackPairsAlongRows(w.dos.data(), d, li, di, w.dosa.data(), kp);
+    amx::PackPairsOfRows(w.qs.data(), d, li, di, w.qsb.data(), di);
+    amx::PackPairsOfRows(w.dos.data(), d, li, di, w.dosb.data(), di);
+  }
+  float* dk_out = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
+  float* dv_out = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
+  const int64_t sdk = c.group == 1 ? c.sdk : d, sdv = c.group == 1 ? c.sdv : d;
+  float* dka = w.acc.data();
+  float* dva = w.acc2.data();
+  float* s = w.s.data();
+  float* dp = w.dp.data();
+  amx::LoadTileConfig();
+  for (int64_t j0 = sb; j0 < se; j0 += kBlockK) {
+    const int64_t j1 = std::min<int64_t>(j0 + kBlockK, se);
+    const int nk = static_cast<int>(j1 - j0), mk = RoundUp16(nk), kpk = RoundUp16((nk + 1) / 2);
+    const float* kb = c.k + j0 * c.sk + g * d;
+    LoadTransposed(kb, c.sk, nk, d, 1.f, kBlockK, w.kt.data());
+    amx::PackPairsOfRows(w.kt.data(), kBlockK, di, kBlockK, w.ktb.data(), kBlockK);  // Kᵀ as B: [kp][64]
+    LoadTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, d, 1.f, kBlockK, w.vt.data());
+    amx::PackPairsOfRows(w.vt.data(), kBlockK, di, kBlockK, w.vtb.data(), kBlockK);  // Vᵀ as B
+    amx::PackPairsOfRows(kb, c.sk, nk, di, w.kdb.data(), di);                         // K as B: key pairs
+    ZeroPairs(w.kdb.data(), di, (nk + 1) / 2, kpk);
+    std::fill(dka, dka + mk * d, 0.f);
+    std::fill(dva, dva + mk * d, 0.f);
+    const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
+    const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
+    for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
+      const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
+      const int kpq = RoundUp16((nq + 1) / 2);
+      const int64_t u = t0 - sb;
+      amx::Product(mq, mk, kp, w.qsa.data() + u * kp, kp, w.ktb.data(), kBlockK, s, kBlockK, false);   // S
+      amx::Product(mq, mk, kp, w.dosa.data() + u * kp, kp, w.vtb.data(), kBlockK, dp, kBlockK, false);  // dP
+      for (int r = 0; r < nq; ++r) {
+        const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
+        ra[r] = rr.a;
+        rb[r] = rr.b;
+      }
+      K.tile_backward(s, dp, nq, kBlockK, nk, ra, rb, lse + t0, drow + t0);  // s = P, dp = dS
+      amx::PackPairsOfColumns(s, kBlockK, nq, nk, w.pa.data(), kpq);       // Pᵀ: [mk][kpq]
+      amx::PackPairsOfColumns(dp, kBlockK, nq, nk, w.pb.data(), kpq);      // dSᵀ
+      const uint32_t* dob = QueryPairs(w.dosb, w.dos, u, nq, di, kpq, w.tb);
+      const uint32_t* qsb = QueryPairs(w.qsb, w.qs, u, nq, di, kpq, w.tb2);
+      amx::Product(mk, di, kpq, w.pa.data(), kpq, dob, di, dva, di, true);  // dV += Pᵀ dO
+      amx::Product(mk, di, kpq, w.pb.data(), kpq, qsb, di, dka, di, true);  // dK += dSᵀ Qs
+      // dQ += dS K: dS as A rows (pa is free again), zero where the tile is partial.
+      if (nq != mq || 2 * kpk != nk) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
+      amx::PackPairsAlongRows(dp, kBlockK, nq, nk, w.pa.data(), kpk);
+      amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);
+    }
+    for (int r = 0; r < nk; ++r) {
+      std::copy(dka + r * d, dka + (r + 1) * d, dk_out + (j0 + r) * sdk);
+      std::copy(dva + r * d, dva + (r + 1) * d, dv_out + (j0 + r) * sdv);
+    }
+  }
+  for (int64_t i = sb; i < se; ++i) {
+    float* dqrow = c.dq + i * c.sdq + h * d;
+    const float* acc = w.dqa.data() + (i - sb) * d;
+    for (int64_t x = 0; x < d; ++x) dqrow[x] = c.scale * acc[x];
+  }
+}
+
+std::atomic<int64_t> amx_calls{0};
+
+Ctx<float> CtxOf(const AmxAttentionArgs& a) {
+  amx_calls.fetch_add(1, std::memory_order_relaxed);
+  Ctx<float> c{a.view};
+  c.tiles = a.tiles;
+  c.drow = a.drow;
+  c.dk_part = a.dk_part;
+  c.dv_part = a.dv_part;
+  return c;
+}
+
+}  // namespace
+
+bool AmxAttentionUsable(const AttentionView<float>& view) {
+  return view.d % 32 == 0 && view.d <= 256 && view.cu_k == view.cu && amx::Usable();
+}
+
+int64_t AmxAttentionCalls() { return amx_calls.load(std::memory_order_relaxed); }
+
+void AmxAttentionForward(const AmxAttentionArgs& args) {
+  CHECK(AmxAttentionUsable(args.view)) << "AmxAttentionForward: not usable here";
+  const Ctx<float> c = CtxOf(args);
+  const PackedKv kv = PackKv(c);
+  RunItems<AmxScratch>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads),
+                       [&kv](const Ctx<float>& cc, const Item& it, AmxScratch& w) { ForwardItem(cc, it, w, kv); });
+}
+
+void AmxAttentionBackwardItems(const AmxAttentionArgs& args) {
+  CHECK(AmxAttentionUsable(args.view)) << "AmxAttentionBackwardItems: not usable here";
+  const Ctx<float> c = CtxOf(args);
+  RunItems<AmxScratch>(c, MakeBackwardItems(c.cu, c.segments, c.heads), BackwardItem);
+}
+
+}  // namespace longctx::cpu
+
+#else  // not x86-64: no AMX
+
+namespace longctx::cpu {
+bool AmxAttentionUsable(const AttentionView<float>&) { return false; }
+int64_t AmxAttentionCalls() { return 0; }
+void AmxAttentionForward(const AmxAttentionArgs&) { LOG(FATAL) << "AmxAttentionForward: no AMX on this host"; }
+void AmxAttentionBackwardItems(const AmxAttentionArgs&) {
+  LOG(FATAL) << "AmxAttentionBackwardItems: no AMX on this host";
+}
+}  // namespace longctx::cpu
+
+#endif

@@ -1,0 +1,120 @@
+// Why: the tiled attention has two drivers — the generic one over a table of
+// tile kernels (attention.cc: fp32, F64 and bf16 products on fp32 operands)
+// and the packed AMX one (attention_amx.cc: bf16 operands converted once per
+// block instead of once per product). Both walk the same work items with the
+// same masks and the same online-softmax bookkeeping; this header holds what
+// they share, so a mask rule is written once.
+//
+// Everything here is in an anonymous namespace: each driver file gets its own
+// copy with internal linkage, so no inline function is shared by name across
+// translation units that may be compiled for different instruction sets.
+#ifndef LONGCTX_KERNELS_CPU_ATTENTION_DRIVER_H_
+#define LONGCTX_KERNELS_CPU_ATTENTION_DRIVER_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention_args.h"
+#include "kernels/cpu/attention_tiles.h"
+#include "kernels/math/attention_visibility.h"
+
+namespace longctx::cpu {
+namespace {  // NOLINT(build/namespaces): see the comment at the top
+
+constexpr int kBlockQ = 64;  // queries per tile
+constexpr int kBlockK = 64;  // keys per tile (also the row stride of score tiles)
+
+// Everything a work item needs: the shared unpacked form of the params
+// (kernels/attention_args.h: raw pointers, strides in elements, the mask), the
+// tile kernels and, in the backward, D and the GQA partials.
+template <class T>
+struct Ctx : AttentionView<T> {
+  const AttentionTileKernels<T>* tiles = nullptr;
+  const T* drow = nullptr;  // D[h * n + i] = rowsum(dO * O)
+  T *dk_part = nullptr, *dv_part = nullptr;  // [heads][n][d] when group > 1
+};
+
+// A block of rows [begin, end) inside the segment [seg_begin, seg_end), plus
+// the head it is computed for. Forward items: rows are queries, the segment
+// bounds are those of the keys, and query row i sits at key index i + shift
+// (0 unless the keys have their own segments).
+struct Item {
+  int64_t seg_begin, seg_end, begin, end;
+  int64_t head;
+  int64_t shift = 0;
+};
+
+// Forward items: query blocks of each segment, with the key segment's bounds
+// and the bottom-right shift (the last query of a segment is its last key).
+// The head varies fastest so consecutive items share the same keys in cache.
+inline std::vector<Item> MakeForwardItems(const int32_t* cu, const int32_t* cu_k, int64_t segments, int block,
+                                          int64_t heads) {
+  std::vector<Item> items;
+  for (int64_t s = 0; s < segments; ++s)
+    for (int64_t b = cu[s]; b < cu[s + 1]; b += block)
+      for (int64_t h = 0; h < heads; ++h)
+        items.push_back({cu_k[s], cu_k[s + 1], b, std::min<int64_t>(b + block, cu[s + 1]), h,
+                         math::QueryKeyShift(cu[s + 1], cu_k[s + 1])});
+  return items;
+}
+
+// Backward items: (segment, query head), longest segments first so the
+// dynamic schedule balances (the order does not change any result).
+inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, int64_t heads) {
+  std::vector<Item> items;
+  for (int64_t s = 0; s < segments; ++s)
+    for (int64_t h = 0; h < heads; ++h) items.push_back({cu[s], cu[s + 1], cu[s], cu[s + 1], h});
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.seg_end - a.seg_begin > b.seg_end - b.seg_begin; });
+  return items;
+}
+
+// rows x d (row stride ld) -> dst[c * width + r] = scale * src[r * ld + c],
+// zero-padded to `width` columns (rows <= width).
+template <class T>
+void LoadTransposed(const T* src, int64_t ld, int rows, int64_t d, T scale, int width, T* dst) {
+  for (int r = 0; r < rows; ++r) {
+    const T* in = src + r * ld;
+    for (int64_t c = 0; c < d; ++c) dst[c * width + r] = scale * in[c];
+  }
+  for (int64_t c = 0; c < d; ++c)
+    for (int r = rows; r < width; ++r) dst[c * width + r] = T(0);
+}
+
+// Visible range [a, b) of one line of a score tile: either the queries
+// (i0 + [0, nq), i0 their key index) that see key j, or the keys (t0 + [0, nk))
+// that query i sees.
+struct Range {
+  int a, b;
+};
+template <class T>
+Range QueriesSeeing(const Ctx<T>& c, int64_t j, int64_t i0, int nq) {
+  const int64_t a = std::max<int64_t>(0, math::FirstQuerySeeing(c.mask, j) - i0);
+  const int64_t b = std::min<int64_t>(nq, math::EndQuerySeeing(c.mask, i0 + nq, j) - i0);
+  return {static_cast<int>(std::min<int64_t>(a, nq)), static_cast<int>(std::max(std::min<int64_t>(a, nq), b))};
+}
+template <class T>
+Range KeysSeenBy(const Ctx<T>& c, int64_t seg_begin, int64_t i, int64_t t0, int nk) {
+  const int64_t a = std::min<int64_t>(nk, std::max<int64_t>(0, math::FirstVisibleKey(c.mask, seg_begin, i) - t0));
+  const int64_t b = std::min<int64_t>(nk, math::EndVisibleKey(c.mask, i) - t0);
+  return {static_cast<int>(a), static_cast<int>(std::max(a, b))};
+}
+
+// Runs fn(c, item, scratch) for every item on the OpenMP team, one Scratch
+// per thread (constructed from the head dim), dynamic schedule.
+template <class Scratch, class C, class Fn>
+void RunItems(const C& c, const std::vector<Item>& items, Fn fn) {
+  const int64_t count = static_cast<int64_t>(items.size());
+#pragma omp parallel if (count > 1)
+  {
+    Scratch w(c.d);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t x = 0; x < count; ++x) fn(c, items[x], w);
+  }
+}
+
+}  // namespace
+}  // namespace longctx::cpu
+
+#endif  // LONGCTX_KERNELS_CPU_ATTENTION_DRIVER_H_
