@@ -233,7 +233,17 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
   Ctx<T> c{UnpackAttention<T>(p, true)};
   c.tiles = &KernelsFor<T>(config);
   // D[h, i] = dO[i, h, :] . O[i, h, :], accumulated in double (O(N) memory).
-  std::vector<T> drow(c.heads * c.n);
+  // D and the GQA partials are kept per calling thread across calls (grown,
+  // never shrunk; every element is written before it is read): allocating
+  // them per call cost page faults (RunItems says more).
+  // (References taken here: inside the parallel loops a thread_local name
+  // would be each worker's own.)
+  static thread_local std::vector<T> kept_drow, kept_dk_part, kept_dv_part;
+  std::vector<T>& drow = kept_drow;
+  std::vector<T>& dk_part = kept_dk_part;
+  std::vector<T>& dv_part = kept_dv_part;
+  drow.resize(static_cast<size_t>(c.heads * c.n));
+  T* const drow_data = drow.data();
   const int64_t n = c.n, heads = c.heads, d = c.d;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
@@ -242,10 +252,9 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
       const T* dorow = c.d_o + i * c.sdo + h * d;
       double s = 0;
       for (int64_t x = 0; x < d; ++x) s += static_cast<double>(orow[x]) * static_cast<double>(dorow[x]);
-      drow[h * n + i] = static_cast<T>(s);
+      drow_data[h * n + i] = static_cast<T>(s);
     }
   c.drow = drow.data();
-  std::vector<T> dk_part, dv_part;
   if (c.group > 1) {
     dk_part.resize(static_cast<size_t>(heads * n * d));
     dv_part.resize(dk_part.size());

@@ -53,15 +53,22 @@ struct PackedKv {
   }
 };
 
-PackedKv PackKv(const Ctx<float>& c) {
-  PackedKv kv;
+// Fills kv (kept by the caller across calls: sizes only grow, so no page
+// faults once warm); only the zero tails are cleared, the packers write the rest.
+void PackKv(const Ctx<float>& c, PackedKv& kv) {
   const int64_t n = c.n, d = c.d, hkv = c.kv_heads;
   kv.rows = (n + 1) / 2 * 2 + kBlockK;
   kv.kp = static_cast<int>(d / 2);
   kv.d = d;
-  kv.k.assign(static_cast<size_t>(hkv * kv.rows * kv.kp), 0u);
-  kv.v[0].assign(static_cast<size_t>(hkv * (kv.rows / 2) * d), 0u);
-  kv.v[1].assign(kv.v[0].size(), 0u);
+  const int64_t half = kv.rows / 2;
+  kv.k.resize(static_cast<size_t>(hkv * kv.rows * kv.kp));
+  kv.v[0].resize(static_cast<size_t>(hkv * half * d));
+  kv.v[1].resize(kv.v[0].size());
+  for (int64_t g = 0; g < hkv; ++g) {
+    std::fill(kv.k.begin() + (g * kv.rows + n) * kv.kp, kv.k.begin() + (g + 1) * kv.rows * kv.kp, 0u);
+    std::fill(kv.v[0].begin() + (g * half + (n + 1) / 2) * d, kv.v[0].begin() + (g + 1) * half * d, 0u);
+    std::fill(kv.v[1].begin() + (g * half + n / 2) * d, kv.v[1].begin() + (g + 1) * half * d, 0u);
+  }
   constexpr int64_t kChunk = 256;  // rows per task (even, so pairs never straddle two tasks)
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) collapse(2)
@@ -80,7 +87,6 @@ PackedKv PackKv(const Ctx<float>& c) {
         amx::PackPairsOfRows(c.v + (r0 + 1) * c.sv + g * d, c.sv, static_cast<int>(odd_rows), di,
                              kv.v[1].data() + (g * (kv.rows / 2) + r0 / 2) * d, di);
     }
-  return kv;
 }
 
 struct AmxScratch {
@@ -193,10 +199,16 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
     for (int64_t x = 0; x < d; ++x) qsrow[x] = c.scale * qrow[x];
     std::copy_n(c.d_o + i * c.sdo + h * d, d, w.dos.data() + (i - sb) * d);
   }
-  w.qsa.assign(static_cast<size_t>(rows * kp), 0u);
-  w.dosa.assign(w.qsa.size(), 0u);
-  w.qsb.assign(static_cast<size_t>(rows / 2 * d), 0u);
-  w.dosb.assign(w.qsb.size(), 0u);
+  // Only the tails are cleared (the buffers are kept across items and calls);
+  // the packers write everything before them.
+  w.qsa.resize(static_cast<size_t>(rows * kp));
+  w.dosa.resize(w.qsa.size());
+  w.qsb.resize(static_cast<size_t>(rows / 2 * d));
+  w.dosb.resize(w.qsb.size());
+  std::fill(w.qsa.begin() + len * kp, w.qsa.end(), 0u);
+  std::fill(w.dosa.begin() + len * kp, w.dosa.end(), 0u);
+  std::fill(w.qsb.begin() + (len + 1) / 2 * d, w.qsb.end(), 0u);
+  std::fill(w.dosb.begin() + (len + 1) / 2 * d, w.dosb.end(), 0u);
   if (len > 0) {
     const int li = static_cast<int>(len);
     amx::PackPairsAlongRows(w.qs.data(), d, li, di, w.qsa.data(), kp);
@@ -284,7 +296,9 @@ int64_t AmxAttentionCalls() { return amx_calls.load(std::memory_order_relaxed); 
 void AmxAttentionForward(const AmxAttentionArgs& args) {
   CHECK(AmxAttentionUsable(args.view)) << "AmxAttentionForward: not usable here";
   const Ctx<float> c = CtxOf(args);
-  const PackedKv kv = PackKv(c);
+  static thread_local PackedKv kept;  // the calling thread's, grown across calls
+  PackKv(c, kept);
+  const PackedKv& kv = kept;
   RunItems<AmxScratch>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads),
                        [&kv](const Ctx<float>& cc, const Item& it, AmxScratch& w) { ForwardItem(cc, it, w, kv); });
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention_args.h"
@@ -101,14 +102,25 @@ Range KeysSeenBy(const Ctx<T>& c, int64_t seg_begin, int64_t i, int64_t t0, int 
   return {static_cast<int>(a), static_cast<int>(std::max(a, b))};
 }
 
-// Runs fn(c, item, scratch) for every item on the OpenMP team, one Scratch
-// per thread (constructed from the head dim), dynamic schedule.
+// Runs fn(c, item, scratch) for every item on the OpenMP team, dynamic
+// schedule. Each thread's Scratch (made from the head dim) is kept across
+// calls: the backward's per-segment buffers are megabytes at long L, and
+// allocating them per call cost page faults that two threads then serialize
+// on (measured: ~6 % of a single-thread sliding-window bf16 layer at
+// L = 16,384, worse with two threads). They stay allocated at the largest
+// segment seen, per thread (see docs/BENCHMARKS.md, issue 16).
 template <class Scratch, class C, class Fn>
 void RunItems(const C& c, const std::vector<Item>& items, Fn fn) {
   const int64_t count = static_cast<int64_t>(items.size());
 #pragma omp parallel if (count > 1)
   {
-    Scratch w(c.d);
+    static thread_local std::unique_ptr<Scratch> kept;
+    static thread_local int64_t kept_d = -1;
+    if (!kept || kept_d != c.d) {
+      kept = std::make_unique<Scratch>(c.d);
+      kept_d = c.d;
+    }
+    Scratch& w = *kept;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t x = 0; x < count; ++x) fn(c, items[x], w);
   }
