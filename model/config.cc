@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace longctx {
@@ -94,6 +95,7 @@ absl::StatusOr<ModelDims> ResolveModelConfig(const ModelConfig& c) {
   if (!std::isfinite(c.rms_norm_eps())) return Bad("rms_norm_eps", "must be finite");
   if (!std::isfinite(c.rope_theta())) return Bad("rope_theta", "must be finite");
   if (!std::isfinite(c.init_std())) return Bad("init_std", "must be finite");
+  if (absl::Status st = ResolveBf16Activations(c, /*matmul_bf16=*/true).status(); !st.ok()) return st;
 
   d.vocab = c.vocab_size();
   d.hidden = c.hidden_size();
@@ -178,6 +180,20 @@ absl::StatusOr<ModelDims> ResolveModelConfig(const ModelConfig& c) {
   d.init_std = c.init_std() > 0 ? c.init_std() : static_cast<float>(std::sqrt(2.0 / (5.0 * d.hidden)));
   d.out_init_std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hidden)) / d.layers);
   return d;
+}
+
+absl::StatusOr<bool> ResolveBf16Activations(const ModelConfig& c, bool matmul_bf16, bool model_f32) {
+  const std::string v = absl::AsciiStrToLower(c.activation_dtype());
+  if (v == "fp32" || v == "f32") return false;
+  if (v != "bf16")
+    return Bad("activation_dtype", absl::StrCat("must be fp32 or bf16 (got '", c.activation_dtype(), "')"));
+  if (!matmul_bf16)
+    return Bad("activation_dtype",
+               "bf16 needs precision BF16 (--precision=bf16): with fp32 products the bf16-stored activations would "
+               "lose precision the products keep");
+  if (!model_f32)
+    return Bad("activation_dtype", "bf16 needs an F32 model (the model computes in another dtype)");
+  return true;
 }
 
 std::string LayerKindsString(const std::vector<AttentionKind>& kinds, int group) {

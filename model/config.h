@@ -65,6 +65,12 @@ std::vector<AttentionKind> LayerKindsForPattern(LayerPattern pattern, int num_la
 // InvalidArgument with one line that starts with the field's path, `model.x: ...`.
 absl::StatusOr<ModelDims> ResolveModelConfig(const ModelConfig& config);
 
+// model.activation_dtype for a run: true = bf16 activation storage
+// (Transformer::set_activation_dtype), false = fp32. bf16 is refused unless the
+// matmul precision is bf16 (matmul_bf16: train.proto precision BF16) and the
+// model computes in F32 (model_f32). InvalidArgument naming the field.
+absl::StatusOr<bool> ResolveBf16Activations(const ModelConfig& config, bool matmul_bf16, bool model_f32 = true);
+
 // Compact per-layer pattern, one letter per layer in groups of 4 or of the
 // pattern group: R = ROPE_FULL, S = ROPE_SWA, N = NOPE_FULL. E.g. "SSSN SSSN".
 std::string LayerKindsString(const std::vector<AttentionKind>& kinds, int group = 4);

@@ -62,7 +62,7 @@ FlopCounts CountTrainingFlops(const ModelDims& d, int64_t T) {
 }
 
 MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq_len,
-                                  int64_t logits_chunk_tokens, int recompute_every) {
+                                  int64_t logits_chunk_tokens, int recompute_every, bool bf16_activations) {
   MemoryPlan m;
   constexpr int64_t kF32 = 4, kI32 = 4;
   m.batch = batch;
@@ -91,14 +91,25 @@ MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq
     per += H + Hkv;                                      // their rstd
   }
   m.layer_floats_per_token = per;
+  // The part bf16 storage keeps in 2 bytes: norm outputs, q|k|v, attention
+  // output, gate|up, swiglu output (and qk-norm's q, k before their norm).
+  const int64_t conv = 2 * D + d.qkv_dim() + d.q_dim() + 3 * F +
+                       (d.qk_norm ? static_cast<int64_t>(H + Hkv) * d.head_dim : 0);
+  m.bf16_activations = bf16_activations;
+  m.bf16_floats_per_token = bf16_activations ? conv : 0;
   // Recomputed layers (model/transformer.h) keep their input x; the rest of
-  // their activations is one scratch set shared by all of them.
+  // their activations is one scratch set shared by all of them, which is also
+  // the bf16-stored layers' working set.
   int recomputed = 0;
   for (int l = 0; l < d.layers; ++l) recomputed += recompute_every > 0 && l % recompute_every == 0;
   m.recomputed_layers = recomputed;
-  const int64_t stored_floats = static_cast<int64_t>(d.layers - recomputed) * per +
-                                static_cast<int64_t>(recomputed) * D + (recomputed > 0 ? per - D : 0);
-  m.layer_activations = stored_floats * m.tokens * kF32;
+  const int64_t stored = d.layers - recomputed;
+  constexpr int64_t kBF16 = 2;
+  const int64_t stored_layer_bytes = bf16_activations ? (per - conv) * kF32 + conv * kBF16 : per * kF32;
+  const int64_t shared_bytes = recomputed > 0                          ? (per - D) * kF32
+                               : (bf16_activations && stored > 0) ? conv * kF32
+                                                                  : 0;
+  m.layer_activations = (stored * stored_layer_bytes + recomputed * D * kF32 + shared_bytes) * m.tokens;
   // The last layer's output (the final residual), the final norm's output and rstd.
   m.final_norm = m.tokens * (2 * D + 1) * kF32;
   m.token_buffers = m.tokens * 3 * kI32;
@@ -122,7 +133,7 @@ Plan MakePlan(const ModelDims& dims, const PlanOptions& options) {
   plan.params = CountParams(dims);
   plan.flops = CountTrainingFlops(dims, options.seq_len);
   plan.memory = EstimateTrainingMemory(dims, options.batch, options.seq_len, options.logits_chunk_tokens,
-                                       options.recompute_every);
+                                       options.recompute_every, options.bf16_activations);
   return plan;
 }
 
@@ -211,18 +222,19 @@ std::string FormatPlan(const Plan& plan) {
                         plan.options.grad_accum));
   s += "\n";
 
-  absl::StrAppend(&s, "Training memory, fp32, micro-batch ", m.batch, " x ", m.seq_len, " = ", Commas(m.tokens),
-                  " tokens\n");
+  absl::StrAppend(&s, "Training memory, fp32", m.bf16_activations ? " (activations bf16 where stored)" : "",
+                  ", micro-batch ", m.batch, " x ", m.seq_len, " = ", Commas(m.tokens), " tokens\n");
   const double mt = static_cast<double>(m.total);
   s += Row("weights", Bytes(m.weights), Pct(m.weights, mt));
   s += Row("grads", Bytes(m.grads), Pct(m.grads, mt));
   s += Row("adamw m", Bytes(m.adam_m), Pct(m.adam_m, mt));
   s += Row("adamw v", Bytes(m.adam_v), Pct(m.adam_v, mt));
   s += Row("activations: layers", Bytes(m.layer_activations),
-           m.recomputed_layers == 0
+           (m.recomputed_layers == 0
                ? absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / layer")
                : absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / stored layer; ",
-                              m.recomputed_layers, " recomputed layers keep only their input"));
+                              m.recomputed_layers, " recomputed layers keep only their input")) +
+               (m.bf16_activations ? absl::StrCat(" (", Commas(m.bf16_floats_per_token), " of them bf16)") : ""));
   s += Row("activations: final x + norm", Bytes(m.final_norm));
   s += Row("activations: token ids", Bytes(m.token_buffers), "ids, targets, positions (int32)");
   s += Row("activations: logits chunk", Bytes(m.logits_chunk), absl::StrCat(m.logits_chunk_tokens, " x vocab"));
@@ -287,6 +299,8 @@ nlohmann::json PlanToJson(const Plan& plan) {
                        {"layer_floats_per_token", m.layer_floats_per_token},
                        {"layer_activations", m.layer_activations},
                        {"recomputed_layers", m.recomputed_layers},
+                       {"activation_dtype", m.bf16_activations ? "bf16" : "fp32"},
+                       {"bf16_floats_per_token", m.bf16_floats_per_token},
                        {"final_norm", m.final_norm},
                        {"token_buffers", m.token_buffers},
                        {"logits_chunk_tokens", m.logits_chunk_tokens},

@@ -63,8 +63,18 @@ struct MemoryPlan {
   // Activations.
   int64_t layer_floats_per_token = 0;  // stored per layer per token (see plan.cc)
   int recomputed_layers = 0;           // layers that keep only their input (recompute_every)
-  // (stored layers × layer_floats_per_token + recomputed layers × hidden +
-  //  (one shared scratch set: layer_floats_per_token − hidden, if any)) × tokens × 4
+  // bf16 activation storage (ModelConfig.activation_dtype; model/transformer.h):
+  // of layer_floats_per_token, bf16_floats_per_token (xn1, qkv, o, xn2, gu, h,
+  // qk-norm's q and k) are stored in 2 bytes by a stored layer; the layer
+  // computes them in one F32 working set shared by all layers.
+  bool bf16_activations = false;
+  int64_t bf16_floats_per_token = 0;
+  // fp32 storage: (stored layers × layer_floats_per_token + recomputed layers
+  //  × hidden + (one shared scratch set: layer_floats_per_token − hidden, if
+  //  any)) × tokens × 4. bf16 storage: a stored layer takes
+  //  (layer_floats_per_token − bf16_floats_per_token) × 4 + bf16_floats_per_token
+  //  × 2 bytes per token, and without recomputed layers the shared set is the
+  //  working set, bf16_floats_per_token × 4 (with them, theirs serves both).
   int64_t layer_activations = 0;
   int64_t final_norm = 0;              // tokens × (2·hidden + 1) × 4: final residual, norm out, rstd
   int64_t token_buffers = 0;           // tokens × 3 int32 (ids, targets, positions)
@@ -81,6 +91,7 @@ struct PlanOptions {
   int64_t grad_accum = 1;   // micro-batches per optimizer step (FLOPs per step)
   int64_t logits_chunk_tokens = 256;
   int recompute_every = 0;  // activation recomputation (ModelConfig.recompute_every)
+  bool bf16_activations = false;  // ModelConfig.activation_dtype "bf16"
 };
 
 struct Plan {
@@ -98,8 +109,10 @@ double MeanKeysPerQuery(int64_t seq_len, int64_t window);
 FlopCounts CountTrainingFlops(const ModelDims& dims, int64_t seq_len);
 // recompute_every: Transformer::set_recompute_every (0 = none; k: layers l
 // with l % k == 0 keep only their input plus one shared scratch set).
+// bf16_activations: Transformer::set_activation_dtype(kBF16) (all of kActAll).
 MemoryPlan EstimateTrainingMemory(const ModelDims& dims, int64_t batch, int64_t seq_len,
-                                  int64_t logits_chunk_tokens = 256, int recompute_every = 0);
+                                  int64_t logits_chunk_tokens = 256, int recompute_every = 0,
+                                  bool bf16_activations = false);
 Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 
 // Per-rank training memory of a data-parallel run (train.proto `mode`), in

@@ -15,11 +15,21 @@ namespace longctx {
 
 struct Transformer::Activations {
   int64_t n = 0;
-  int recompute_every = 0;  // the setting the arena was carved for
+  int recompute_every = 0;                // the setting the arena was carved for
+  DType activation_dtype = DType::kF32;   // and the storage
+  uint32_t bf16_set = 0;
   DeviceBuffer arena;
   // Per layer (x has layers + 1 entries: x[layers] is the final residual).
+  // These are the F32 tensors the layer computes with; for a recomputed layer
+  // and for a bf16-stored tensor they are the shared working set's.
   std::vector<Tensor> x, xn1, rstd1, qkv, o, lse, xmid, xn2, rstd2, gu, h;
   std::vector<Tensor> qraw, kraw, qrstd, krstd;  // qk_norm only
+  // Per layer: the bf16 stores and the F32 working tensors they hold (empty for
+  // recomputed layers and with F32 storage).
+  struct Bf16Pair {
+    Tensor store, work;
+  };
+  std::vector<std::vector<Bf16Pair>> bf16;
   Tensor xf, rstdf;                              // final norm
   // Backward scratch, reused by every layer.
   Tensor dx, dxn, dh, dgu, d_o, dqkv, qk_tmp1, qk_tmp2;
@@ -69,68 +79,108 @@ void Transformer::InitParams(uint64_t seed) {
 
 size_t Transformer::activation_bytes() const { return acts_->arena.bytes(); }
 
+void Transformer::set_activation_dtype(DType d) {
+  CHECK(d == DType::kF32 || d == DType::kBF16) << "activation dtype must be F32 or BF16, got " << DTypeName(d);
+  CHECK(d == DType::kF32 || dtype_ == DType::kF32)
+      << "bf16 activation storage needs an F32 model (this model is " << DTypeName(dtype_) << ")";
+  activation_dtype_ = d;
+}
+
 void Transformer::EnsureActivations(int64_t n) {
   Activations& a = *acts_;
-  if (a.n == n && a.recompute_every == recompute_every_) return;
+  const uint32_t set = activation_dtype_ == DType::kBF16 ? bf16_set_ : 0;
+  if (a.n == n && a.recompute_every == recompute_every_ && a.activation_dtype == activation_dtype_ &&
+      a.bf16_set == set)
+    return;
   const int L = dims_.layers;
   const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
   const int64_t wqkv = (H + 2 * Hkv) * hd;
+  bool any_recomputed = false, any_stored = false;
+  for (int l = 0; l < L; ++l) (recomputes(l) ? any_recomputed : any_stored) = true;
   // Two passes: count, then carve (each tensor 64-byte aligned).
-  const size_t esize = DTypeSize(dtype_);
   size_t cursor = 0;
   char* base = nullptr;
-  auto carve = [&](std::initializer_list<int64_t> shape) {
-    Tensor t(base ? base + cursor : nullptr, dtype_, shape, backend_->device());
-    cursor += (t.numel() * esize + 63) / 64 * 64;
+  auto carve = [&](std::initializer_list<int64_t> shape, DType dt) {
+    Tensor t(base ? base + cursor : nullptr, dt, shape, backend_->device());
+    cursor += (t.numel() * DTypeSize(dt) + 63) / 64 * 64;
     return t;
+  };
+  auto carve_f = [&](std::initializer_list<int64_t> shape) { return carve(shape, dtype_); };
+  // The shared working set: every activation of the recomputed layers (all of
+  // them recompute into it), and the F32 working copy of each bf16-stored kind.
+  struct Set {
+    Tensor xn1, rstd1, qkv, o, lse, xmid, xn2, rstd2, gu, h, qraw, kraw, qrstd, krstd;
   };
   auto build = [&]() {
     a.x.clear(); a.xn1.clear(); a.rstd1.clear(); a.qkv.clear(); a.o.clear(); a.lse.clear();
     a.xmid.clear(); a.xn2.clear(); a.rstd2.clear(); a.gu.clear(); a.h.clear();
     a.qraw.clear(); a.kraw.clear(); a.qrstd.clear(); a.krstd.clear();
-    for (int l = 0; l <= L; ++l) a.x.push_back(carve({n, D}));
-    int shared = -1;  // the first recomputed layer: its tensors are every recomputed layer's scratch
+    a.bf16.clear();
+    for (int l = 0; l <= L; ++l) a.x.push_back(carve_f({n, D}));
+    Set w;
+    auto shared = [&](uint32_t bit) { return any_recomputed || (any_stored && (set & bit) != 0); };
+    if (shared(kActXn1)) w.xn1 = carve_f({n, D});
+    if (any_recomputed) w.rstd1 = carve_f({n});
+    if (shared(kActQkv)) w.qkv = carve_f({n, wqkv});
+    if (shared(kActO)) w.o = carve_f({n, H * hd});
+    if (any_recomputed) w.lse = carve_f({H, n});
+    if (any_recomputed) w.xmid = carve_f({n, D});
+    if (shared(kActXn2)) w.xn2 = carve_f({n, D});
+    if (any_recomputed) w.rstd2 = carve_f({n});
+    if (shared(kActGu)) w.gu = carve_f({n, 2 * F});
+    if (shared(kActH)) w.h = carve_f({n, F});
+    if (dims_.qk_norm) {
+      if (shared(kActQkRaw)) w.qraw = carve_f({n, H * hd});
+      if (shared(kActQkRaw)) w.kraw = carve_f({n, Hkv * hd});
+      if (any_recomputed) w.qrstd = carve_f({n * H});
+      if (any_recomputed) w.krstd = carve_f({n * Hkv});
+    }
     for (int l = 0; l < L; ++l) {
-      if (recomputes(l) && shared >= 0) {
-        a.xn1.push_back(a.xn1[shared]); a.rstd1.push_back(a.rstd1[shared]); a.qkv.push_back(a.qkv[shared]);
-        a.o.push_back(a.o[shared]); a.lse.push_back(a.lse[shared]); a.xmid.push_back(a.xmid[shared]);
-        a.xn2.push_back(a.xn2[shared]); a.rstd2.push_back(a.rstd2[shared]); a.gu.push_back(a.gu[shared]);
-        a.h.push_back(a.h[shared]);
+      a.bf16.emplace_back();
+      if (recomputes(l)) {
+        a.xn1.push_back(w.xn1); a.rstd1.push_back(w.rstd1); a.qkv.push_back(w.qkv); a.o.push_back(w.o);
+        a.lse.push_back(w.lse); a.xmid.push_back(w.xmid); a.xn2.push_back(w.xn2); a.rstd2.push_back(w.rstd2);
+        a.gu.push_back(w.gu); a.h.push_back(w.h);
         if (dims_.qk_norm) {
-          a.qraw.push_back(a.qraw[shared]); a.kraw.push_back(a.kraw[shared]);
-          a.qrstd.push_back(a.qrstd[shared]); a.krstd.push_back(a.krstd[shared]);
+          a.qraw.push_back(w.qraw); a.kraw.push_back(w.kraw); a.qrstd.push_back(w.qrstd); a.krstd.push_back(w.krstd);
         }
         continue;
       }
-      if (recomputes(l)) shared = l;
-      a.xn1.push_back(carve({n, D}));
-      a.rstd1.push_back(carve({n}));
-      a.qkv.push_back(carve({n, wqkv}));
-      a.o.push_back(carve({n, H * hd}));
-      a.lse.push_back(carve({H, n}));
-      a.xmid.push_back(carve({n, D}));
-      a.xn2.push_back(carve({n, D}));
-      a.rstd2.push_back(carve({n}));
-      a.gu.push_back(carve({n, 2 * F}));
-      a.h.push_back(carve({n, F}));
+      // A stored layer: its own F32 tensor, or a bf16 store paired with the working set's.
+      std::vector<Activations::Bf16Pair>& pairs = a.bf16.back();
+      auto slot = [&](const Tensor& work, uint32_t bit, std::initializer_list<int64_t> shape) {
+        if ((set & bit) == 0) return carve_f(shape);
+        pairs.push_back({carve(shape, DType::kBF16), work});
+        return work;
+      };
+      a.xn1.push_back(slot(w.xn1, kActXn1, {n, D}));
+      a.rstd1.push_back(carve_f({n}));
+      a.qkv.push_back(slot(w.qkv, kActQkv, {n, wqkv}));
+      a.o.push_back(slot(w.o, kActO, {n, H * hd}));
+      a.lse.push_back(carve_f({H, n}));
+      a.xmid.push_back(carve_f({n, D}));
+      a.xn2.push_back(slot(w.xn2, kActXn2, {n, D}));
+      a.rstd2.push_back(carve_f({n}));
+      a.gu.push_back(slot(w.gu, kActGu, {n, 2 * F}));
+      a.h.push_back(slot(w.h, kActH, {n, F}));
       if (dims_.qk_norm) {
-        a.qraw.push_back(carve({n, H * hd}));
-        a.kraw.push_back(carve({n, Hkv * hd}));
-        a.qrstd.push_back(carve({n * H}));
-        a.krstd.push_back(carve({n * Hkv}));
+        a.qraw.push_back(slot(w.qraw, kActQkRaw, {n, H * hd}));
+        a.kraw.push_back(slot(w.kraw, kActQkRaw, {n, Hkv * hd}));
+        a.qrstd.push_back(carve_f({n * H}));
+        a.krstd.push_back(carve_f({n * Hkv}));
       }
     }
-    a.xf = carve({n, D});
-    a.rstdf = carve({n});
-    a.dx = carve({n, D});
-    a.dxn = carve({n, D});
-    a.dh = carve({n, F});
-    a.dgu = carve({n, 2 * F});
-    a.d_o = carve({n, H * hd});
-    a.dqkv = carve({n, wqkv});
+    a.xf = carve_f({n, D});
+    a.rstdf = carve_f({n});
+    a.dx = carve_f({n, D});
+    a.dxn = carve_f({n, D});
+    a.dh = carve_f({n, F});
+    a.dgu = carve_f({n, 2 * F});
+    a.d_o = carve_f({n, H * hd});
+    a.dqkv = carve_f({n, wqkv});
     if (dims_.qk_norm) {
-      a.qk_tmp1 = carve({n, H * hd});
-      a.qk_tmp2 = carve({n, H * hd});
+      a.qk_tmp1 = carve_f({n, H * hd});
+      a.qk_tmp2 = carve_f({n, H * hd});
     }
   };
   build();  // sizing pass (base == nullptr)
@@ -140,9 +190,11 @@ void Transformer::EnsureActivations(int64_t n) {
   build();
   a.n = n;
   a.recompute_every = recompute_every_;
+  a.activation_dtype = activation_dtype_;
+  a.bf16_set = set;
 }
 
-void Transformer::LayerForward(int l, const BatchTensors& batch) {
+void Transformer::LayerForward(int l, const BatchTensors& batch, bool store) {
   Activations& a = *acts_;
   Backend& be = *backend_;
   const int64_t hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, n = a.n;
@@ -168,6 +220,10 @@ void Transformer::LayerForward(int l, const BatchTensors& batch) {
 
   AttentionOutputMlpForward(be, dims_, w, a.x[l], a.o[l], a.xmid[l], a.xn2[l], a.rstd2[l], a.gu[l], a.h[l],
                             a.x[l + 1]);
+  // bf16 storage: after the layer's last use of the working set (the next
+  // layer overwrites it).
+  if (store)
+    for (const Activations::Bf16Pair& p : a.bf16[l]) be.Copy(p.store, p.work);
 }
 
 void Transformer::LayerBackward(int l, const BatchTensors& batch) {
@@ -177,6 +233,9 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   const int b = 1 + l;
   const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
   const int64_t n = a.n, wqkv = (H + 2 * Hkv) * hd;
+  // bf16 storage: the stored values back into the F32 working set; from here
+  // on the backward is the F32 storage's.
+  for (const Activations::Bf16Pair& p : a.bf16[l]) be.Copy(p.work, p.store);
 
   // x[l+1] = xmid + h @ Wd^T
   be.Gemm({.a = a.dx, .b = params_.at(b, off.w_down, {D, F}), .c = a.dh});
@@ -294,7 +353,7 @@ void Transformer::ForwardHidden(const BatchTensors& batch, bool backward) {
   be.EmbeddingForward(emb);
   for (int l = 0; l < dims_.layers; ++l) {
     Acquire(1 + l, U::kForward, backward);
-    LayerForward(l, batch);
+    LayerForward(l, batch, /*store=*/backward);
     Release(1 + l, U::kForward, backward);
   }
 
@@ -317,6 +376,8 @@ double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale
   const int64_t n = batch.inputs.shape[0];
   CHECK(batch.targets.shape[0] == n && batch.positions.shape[0] == n) << "batch tensors disagree on N";
   CHECK(!(backward && string_.enabled)) << "STRING is inference-only: no backward with STRING enabled";
+  CHECK(!(backward && activation_dtype_ == DType::kBF16 && backend_->matmul_precision() != MatmulPrecision::kBF16))
+      << "bf16 activation storage needs the bf16 matmul precision (Backend::SetMatmulPrecision(kBF16))";
   ForwardHidden(batch, backward);
   Activations& a = *acts_;
   Backend& be = *backend_;
@@ -348,7 +409,7 @@ double Transformer::ForwardBackward(const BatchTensors& batch, double grad_scale
     // Recomputed layer: its activations were overwritten by later recomputed
     // layers; run its forward again from the stored input x[l]. This also
     // rewrites x[l+1] with the identical values (nothing reads it any more).
-    if (recomputes(l)) LayerForward(l, batch);
+    if (recomputes(l)) LayerForward(l, batch, /*store=*/false);
     LayerBackward(l, batch);
     Release(1 + l, U::kBackward, true);
   }

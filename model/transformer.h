@@ -111,6 +111,29 @@ class Transformer {
   int recompute_every() const { return recompute_every_; }
   bool recomputes(int layer) const { return recompute_every_ > 0 && layer % recompute_every_ == 0; }
 
+  // Activation storage (docs/BF16_ACTIVATIONS.md; ModelConfig.activation_dtype):
+  // kF32 (the default) or kBF16, which needs an F32 model (CHECK) and a bf16
+  // matmul precision (checked at the next backward pass). With kBF16 every
+  // stored (non-recomputed) layer keeps xn1, xn2, h, gu, o, qkv (and qk-norm's
+  // qraw, kraw) as BF16 tensors; x, xmid, rstd1/2, lse (and qrstd, krstd) stay
+  // F32. The layer's forward computes into one F32 working set shared by all
+  // such layers and then converts into its bf16 store (Backend::Copy, round to
+  // nearest even, the bf16 GEMM operand rounding); its backward converts the
+  // store back into the working set and runs the F32 code unchanged. xn1, xn2
+  // and h are read in the backward only by bf16 products (dW), so storing them
+  // rounded changes no bit; gu, o, qkv (qraw, kraw) are read rounded where the
+  // F32 path read them exactly. Forward-only passes convert nothing.
+  void set_activation_dtype(DType d);
+  DType activation_dtype() const { return activation_dtype_; }
+  // Which tensors kBF16 stores in bf16: a mask of Bf16Act bits (default
+  // kActAll). A seam for tests (xn1 | xn2 | h alone must give the F32 storage's
+  // bits) and experiments; the plan (model/plan.h) counts kActAll.
+  enum Bf16Act : uint32_t {
+    kActXn1 = 1, kActXn2 = 2, kActH = 4, kActGu = 8, kActO = 16, kActQkv = 32, kActQkRaw = 64, kActAll = 127
+  };
+  void set_bf16_activation_set(uint32_t mask) { bf16_set_ = mask & kActAll; }
+  uint32_t bf16_activation_set() const { return bf16_set_; }
+
   // Optional residency hook (not owned; null = every buffer always resident).
   void set_residency(ParamResidency* r) { residency_ = r; }
   ParamResidency* residency() const { return residency_; }
@@ -121,7 +144,9 @@ class Transformer {
   // Embedding, every layer and the final norm (into the activations). Buffer
   // 0 is acquired here and left resident for the caller's LM head.
   void ForwardHidden(const BatchTensors& batch, bool backward);
-  void LayerForward(int l, const BatchTensors& batch);
+  // store: convert the layer's bf16-stored tensors after its forward (a
+  // forward that a backward will follow; not for recomputation).
+  void LayerForward(int l, const BatchTensors& batch, bool store);
   void LayerBackward(int l, const BatchTensors& batch);
 
   ModelDims dims_;
@@ -136,6 +161,8 @@ class Transformer {
   std::vector<int32_t> positions_host_;  // STRING only: the batch's positions on the host
   ParamResidency* residency_ = nullptr;
   int recompute_every_ = 0;
+  DType activation_dtype_ = DType::kF32;
+  uint32_t bf16_set_ = kActAll;
   void Acquire(int b, ParamResidency::Use u, bool backward) {
     if (residency_) residency_->Acquire(b, u, backward);
   }

@@ -290,6 +290,7 @@ absl::Status ValidateTrainConfig(const TrainConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat("backend: must be \"cpu\" or \"cuda\" (got \"", c.backend(), "\")"));
   if (c.precision() != FP32 && c.precision() != BF16)
     return absl::InvalidArgumentError("precision: must be FP32 or BF16");
+  if (absl::Status st = ResolveBf16Activations(c.model(), c.precision() == BF16).status(); !st.ok()) return st;
 
   const DataConfig& d = c.data();
   LONGCTX_RETURN_IF_ERROR(Positive("data.seq_len", d.seq_len()));

@@ -171,6 +171,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   t->posfreq_ = std::make_unique<PositionFrequency>(posfreq_len);
   t->model_ = std::make_unique<Transformer>(t->dims_, t->backend_.get(), DType::kF32);
   t->model_->set_recompute_every(config.model().recompute_every());
+  absl::StatusOr<bool> bf16_activations = ResolveBf16Activations(config.model(), config.precision() == BF16);
+  if (!bf16_activations.ok()) return bf16_activations.status();
+  if (*bf16_activations) t->model_->set_activation_dtype(DType::kBF16);
   const AdamWSettings s = AdamWSettingsFromConfig(config);
   // ZERO1/FSDP keep only shards of the moments (train/parallel): they get a full AdamW only to resume into.
   auto make_optimizer = [&] { t->optimizer_ = std::make_unique<AdamW>(&t->model_->layout(), t->backend_.get(), DType::kF32, s); };

@@ -16,7 +16,16 @@ namespace longctx::cpu {
 void Gemm(const GemmParams& p, const MatmulConfig& config = {});  // gemm.cc
 
 void Fill(const Tensor& x, double value);              // elementwise.cc
+// Same dtype: bytewise. F32 <-> F64 and F32 <-> BF16: converted (to bf16 by
+// round to nearest even exactly as math::F32ToBf16Bits, the bf16 GEMM operand
+// rounding: NaN kept quiet with its sign, denormals rounded, not flushed).
 void Copy(const Tensor& dst, const Tensor& src);
+// The F32 -> BF16 span conversion behind Copy, per path (tests pin the paths
+// against each other): kAuto = AVX512-BF16 (vcvtneps2bf16) when the CPU has
+// it, else the scalar loop; both give the same bits.
+enum class Bf16ConvertPath { kAuto, kScalar, kAvx512Bf16 };
+bool Avx512Bf16ConvertAvailable();
+void ConvertF32ToBf16(uint16_t* dst, const float* src, int64_t n, Bf16ConvertPath path = Bf16ConvertPath::kAuto);
 void Axpy(const Tensor& y, double alpha, const Tensor& x);
 void Scale(const Tensor& x, double alpha);
 double SumSquares(const Tensor& x);

@@ -5,6 +5,8 @@
 // threads, each tile an inner loop over a contiguous span that GCC vectorizes.
 // Because tiles do not depend on the thread count, SumSquares (per-tile partial
 // sums combined in tile order) is bitwise reproducible for any thread count.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/log.h"
 #include "kernels/math/adamw.h"
+#include "kernels/math/bf16.h"
 #include "kernels/math/swiglu.h"
 #include "kernels/tensor_layout.h"
 
@@ -102,6 +105,49 @@ bool SpanFinite(const T* x, int64_t n) {
   return bad == 0;
 }
 
+// F32 -> BF16, the scalar path: math::F32ToBf16Bits per element (branch-free,
+// GCC vectorizes it).
+void F32ToBf16Scalar(uint16_t* dst, const float* src, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dst[i] = math::F32ToBf16Bits(src[i]);
+}
+
+// F32 -> BF16 with vcvtneps2bf16. The instruction rounds normal numbers, inf
+// and NaN exactly as F32ToBf16Bits (bias 0x7fff + lsb; NaN: high half with the
+// quiet bit), but flushes denormal inputs to a signed zero; lanes whose
+// exponent is 0 therefore take the integer formula (which rounds denormals and
+// keeps zeros), so the bits equal the scalar path for every input.
+#define LONGCTX_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+// 16 floats to 16 bf16 (maskz forms: GCC 12 warns about the undefined
+// pass-through of the unmasked shift and narrowing).
+LONGCTX_AVX512BF16 inline __m256i F32ToBf16x16(__m512 v) {
+  const __m256i cvt = (__m256i)_mm512_cvtneps_pbh(v);
+  const __m512i u = _mm512_castps_si512(v);
+  const __mmask16 tiny =
+      _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7f800000)), _mm512_setzero_si512());
+  if (tiny == 0) return cvt;
+  const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, u, 16), _mm512_set1_epi32(1));
+  const __m512i r =
+      _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  return _mm256_mask_blend_epi16(tiny, cvt, _mm512_maskz_cvtepi32_epi16(0xffff, r));
+}
+
+LONGCTX_AVX512BF16 void F32ToBf16Avx512(uint16_t* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), F32ToBf16x16(_mm512_loadu_ps(src + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm256_mask_storeu_epi16(dst + i, m, F32ToBf16x16(_mm512_maskz_loadu_ps(m, src + i)));
+  }
+}
+#undef LONGCTX_AVX512BF16
+
+void Bf16ToF32Span(float* dst, const uint16_t* src, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dst[i] = math::Bf16BitsToF32(src[i]);
+}
+
 template <class D, class S>
 void CopySpan(D* dst, const S* src, int64_t n) {
   if constexpr (std::is_same_v<D, S>) {
@@ -126,7 +172,24 @@ void Fill(const Tensor& x, double value) {
   });
 }
 
-// Same dtype: any dtype, bytewise. F32 <-> F64: converted.
+bool Avx512Bf16ConvertAvailable() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  return ok;
+}
+
+void ConvertF32ToBf16(uint16_t* dst, const float* src, int64_t n, Bf16ConvertPath path) {
+  if (path == Bf16ConvertPath::kAuto)
+    path = Avx512Bf16ConvertAvailable() ? Bf16ConvertPath::kAvx512Bf16 : Bf16ConvertPath::kScalar;
+  if (path == Bf16ConvertPath::kAvx512Bf16) {
+    CHECK(Avx512Bf16ConvertAvailable()) << "ConvertF32ToBf16: this CPU has no AVX512-BF16";
+    F32ToBf16Avx512(dst, src, n);
+  } else {
+    F32ToBf16Scalar(dst, src, n);
+  }
+}
+
+// Same dtype: any dtype, bytewise. F32 <-> F64 and F32 <-> BF16: converted.
 void Copy(const Tensor& dst, const Tensor& src) {
   CHECK(SameShape(dst, src)) << "Copy: " << dst.DebugString() << " vs " << src.DebugString();
   const Layout l = MakeLayout({&dst, &src});
@@ -137,6 +200,20 @@ void Copy(const Tensor& dst, const Tensor& src) {
     const char* s = static_cast<const char*>(src.data);
     ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
       std::memmove(d + (r * ds + c0) * es, s + (r * ss + c0) * es, static_cast<size_t>(c1 - c0) * es);
+    });
+    return;
+  }
+  if (dst.dtype == DType::kBF16 || src.dtype == DType::kBF16) {
+    const bool to_bf16 = dst.dtype == DType::kBF16;
+    CHECK((to_bf16 ? src.dtype : dst.dtype) == DType::kF32)
+        << "Copy: BF16 converts only to and from F32: " << dst.DebugString() << " vs " << src.DebugString();
+    const Bf16ConvertPath path = Avx512Bf16ConvertAvailable() ? Bf16ConvertPath::kAvx512Bf16 : Bf16ConvertPath::kScalar;
+    ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
+      if (to_bf16) {
+        ConvertF32ToBf16(Ptr<uint16_t>(dst, l, r, c0), Ptr<const float>(src, l, r, c0), c1 - c0, path);
+      } else {
+        Bf16ToF32Span(Ptr<float>(dst, l, r, c0), Ptr<const uint16_t>(src, l, r, c0), c1 - c0);
+      }
     });
     return;
   }

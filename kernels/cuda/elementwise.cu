@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/adamw.h"
+#include "kernels/math/bf16.h"
 #include "kernels/math/rope.h"
 #include "kernels/math/swiglu.h"
 
@@ -30,6 +31,20 @@ template <class D, class S>
 __global__ void ConvertKernel(View2D<D> dst, View2D<const S> src, int64_t total) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
     dst.at(i) = static_cast<D>(src.at(i));
+}
+
+// F32 <-> BF16 (bf16 activation storage, docs/BF16_ACTIVATIONS.md) with the
+// shared math::F32ToBf16Bits rounding rather than __float2bfloat16_rn: the same
+// round to nearest even, but NaN keeps its sign and payload as on the CPU
+// backend, so both backends store the same bits.
+__global__ void F32ToBf16Kernel(View2D<uint16_t> dst, View2D<const float> src, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    dst.at(i) = math::F32ToBf16Bits(src.at(i));
+}
+
+__global__ void Bf16ToF32Kernel(View2D<float> dst, View2D<const uint16_t> src, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    dst.at(i) = math::Bf16BitsToF32(src.at(i));
 }
 
 template <class T>
@@ -161,6 +176,20 @@ void Copy(const Context& c, const Tensor& dst, const Tensor& src) {
       LONGCTX_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dst.stride0() * es, src.data, src.stride0() * es, l.cols * es,
                                            l.rows, cudaMemcpyDefault, c.stream));
     }
+    return;
+  }
+  if (dst.dtype == DType::kBF16 || src.dtype == DType::kBF16) {
+    const bool to_bf16 = dst.dtype == DType::kBF16;
+    CHECK((to_bf16 ? src.dtype : dst.dtype) == DType::kF32)
+        << "Copy: BF16 converts only to and from F32: " << dst.DebugString() << " vs " << src.DebugString();
+    if (to_bf16) {
+      F32ToBf16Kernel<<<GridFor(l.total()), kThreads, 0, c.stream>>>(MakeView<uint16_t>(dst, l),
+                                                                     MakeView<const float>(src, l), l.total());
+    } else {
+      Bf16ToF32Kernel<<<GridFor(l.total()), kThreads, 0, c.stream>>>(MakeView<float>(dst, l),
+                                                                     MakeView<const uint16_t>(src, l), l.total());
+    }
+    LONGCTX_CUDA_LAUNCHED();
     return;
   }
   DispatchFloat(dst.dtype, "Copy", [&](auto dtag) {

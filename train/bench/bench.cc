@@ -266,6 +266,8 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   Backend* be = flags.profile ? &profiler : backend->get();
   Transformer model(*dims, be, DType::kF32);
   model.InitParams(config->seed());
+  // model.activation_dtype as the trainer applies it (validated by LoadTrainConfig).
+  if (ResolveBf16Activations(config->model(), bf16).value_or(false)) model.set_activation_dtype(DType::kBF16);
   AdamWSettings s;
   s.beta1 = config->optim().beta1();
   s.beta2 = config->optim().beta2();
@@ -372,6 +374,8 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   j["dtype"] = "f32";
   j["precision"] = precision_name;
   j["matmul_path"] = matmul_path;
+  j["activation_dtype"] = model.activation_dtype() == DType::kBF16 ? "bf16" : "fp32";
+  j["activation_bytes"] = model.activation_bytes();
   j["threads"] = threads;
   j["params"] = pc.total;
   j["matmul_params"] = pc.matmul;
