@@ -18,8 +18,11 @@
 // for any thread count and schedule, without atomics.
 // The tile operations (products, softmax passes) are kernels/cpu/
 // attention_tiles.h: an AVX-512, an AVX2 and a scalar implementation chosen at
-// run time (AttentionConfig can force one); this file is the loops over tiles,
-// written once. BLAS is not called: it must not run inside our OpenMP region.
+// run time (AttentionConfig can force one); this file is the loops over tiles.
+// At precision bf16 on AMX a second driver (attention_amx.h) runs the same
+// loops with operands converted to bf16 once per block instead of once per
+// product (same bits); the pieces both share are attention_driver.h. BLAS is
+// not called: it must not run inside our OpenMP region.
 // The forward also serves inference (ops.h): keys with their own segments
 // aligned bottom-right to the queries (KV-cache decode, chunked prefill) and a
 // diagonal offset (STRING's shifted part). Both only move where a work item's

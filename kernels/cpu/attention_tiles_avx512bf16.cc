@@ -8,8 +8,10 @@
 // The product packs its operands first (vdpbf16ps wants each 32-bit lane to
 // hold two consecutive-k bf16 values): B as [k/2][n] pairs, A as pairs along k
 // in whichever orientation it is stored; the micro-kernel is the fp32 one's
-// 6 x 64 block. Packing is per product (the attention driver hands fp32
-// tiles), which costs about a fifth of a 64^3 product per operand. On AMX an A
+// 6 x 64 block. Packing is per product here (the generic attention driver
+// hands fp32 tiles), which costs about a fifth of a 64^3 product per operand;
+// on AMX the packed driver (attention_amx.h) calls the packers and the tile
+// product below directly (amx_bf16.h) and converts each operand once. On AMX an A
 // stored transposed (Pᵀ dO, dSᵀ Q, the forward's P V) is packed through a
 // 16 x 16 register transpose (it was a scalar loop), and the packed buffers
 // are zeroed only where the operand leaves tile padding.
