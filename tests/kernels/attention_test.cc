@@ -472,7 +472,18 @@ TEST_P(AttentionAmxPackedTest, EqualsTheGenericAmxPath) {
   EXPECT_EQ(packed.DirtyPadding(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, AttentionAmxPackedTest, ::testing::ValuesIn(IsaCases()),
+std::vector<Case> PackedCases() {
+  std::vector<Case> cs = IsaCases();
+  // Empty and one-token documents, an explicit scale, windows shorter than a
+  // k-pair tile and than a tile, documents ending mid-pair.
+  cs.push_back({"EmptyAndTinyDocsD32", {3, 0, 70, 1, 1, 0, 2}, 4, 2, 32, 0, 0.3, false, 80});
+  cs.push_back({"Window1D64Docs", kDocs, 2, 1, 64, 1, 0, false, 81});
+  cs.push_back({"Window7D32StridedDocs", kDocs, 4, 2, 32, 7, 0, true, 82});
+  cs.push_back({"FullD64OddLengths", {129, 63, 65, 191}, 2, 2, 64, 0, 0, false, 83});
+  return cs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionAmxPackedTest, ::testing::ValuesIn(PackedCases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 TEST(AttentionIsa, AutoIsTheBestSupportedAndScalarAlwaysRuns) {
