@@ -322,6 +322,7 @@ std::vector<Bf16GemmLibrary> GemmPaths() {
 // on both bf16 GEMM paths.
 TEST(Bf16ActivationsTest, NormAndSwigluOutputsInBf16GiveTheFp32StorageBits) {
   for (Bf16GemmLibrary lib : GemmPaths()) {
+    std::printf("bf16 GEMM path %s\n", Bf16GemmLibraryName(lib));
     for (const Case& c : Cases()) {
       SCOPED_TRACE(absl::StrCat("gemm ", Bf16GemmLibraryName(lib), " pattern ", LayerPattern_Name(c.pattern),
                                 " qk_norm ", c.qk_norm, " roper ", c.roper));
