@@ -2,7 +2,9 @@
 // by the forward pass in one arena (Activations), sized once per token count
 // and reused across steps, so a training step allocates nothing. The block's
 // forward pieces are shared with the inference engine (model/block_forward.h,
-// model/layer_attention.h).
+// model/layer_attention.h). bf16 activation storage (transformer.h,
+// docs/BF16_ACTIVATIONS.md) only adds Copy conversions at a layer's two ends:
+// the layer code in between always runs on F32 tensors.
 #include "model/transformer.h"
 
 #include <random>
