@@ -349,49 +349,8 @@ void GemmAmx(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs
     ldcc = np;
   }
   LoadEightTiles();  // per call: oneDNN may have loaded its own in this thread
-  const bool acc = accumulate || !direct;  // the padded buffer holds C (or zeros)
-  const int a_stride = kp2 * 4, b_stride = np * 4, c_stride = static_cast<int>(ldcc * 4);
-  for (int i0 = 0; i0 < mp; i0 += 32) {
-    const bool two_rows = i0 + 16 < mp;
-    for (int j0 = 0; j0 < np; j0 += 32) {
-      const bool two_cols = j0 + 16 < np;
-      float* c00 = cc + i0 * ldcc + j0;
-      float* c01 = c00 + 16;
-      float* c10 = c00 + 16 * ldcc;
-      float* c11 = c10 + 16;
-      if (acc) {
-        _tile_loadd(0, c00, c_stride);
-        if (two_cols) _tile_loadd(1, c01, c_stride);
-        if (two_rows) _tile_loadd(2, c10, c_stride);
-        if (two_rows && two_cols) _tile_loadd(3, c11, c_stride);
-      } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-      }
-      for (int p0 = 0; p0 < kp2; p0 += 16) {
-        const uint32_t* a0 = buf.a.data() + i0 * kp2 + p0;
-        const uint32_t* b0 = buf.b.data() + p0 * np + j0;
-        _tile_loadd(4, a0, a_stride);
-        _tile_loadd(6, b0, b_stride);
-        _tile_dpbf16ps(0, 4, 6);
-        if (two_cols) {
-          _tile_loadd(7, b0 + 16, b_stride);
-          _tile_dpbf16ps(1, 4, 7);
-        }
-        if (two_rows) {
-          _tile_loadd(5, a0 + 16 * kp2, a_stride);
-          _tile_dpbf16ps(2, 5, 6);
-          if (two_cols) _tile_dpbf16ps(3, 5, 7);
-        }
-      }
-      _tile_stored(0, c00, c_stride);
-      if (two_cols) _tile_stored(1, c01, c_stride);
-      if (two_rows) _tile_stored(2, c10, c_stride);
-      if (two_rows && two_cols) _tile_stored(3, c11, c_stride);
-    }
-  }
+  // The padded buffer holds C (or zeros), so it is always accumulated into.
+  amx::Product(mp, np, kp2, buf.a.data(), kp2, buf.b.data(), np, cc, static_cast<int>(ldcc), accumulate || !direct);
   if (!direct)
     for (int i = 0; i < m; ++i) std::memcpy(c + i * ldc, buf.c.data() + i * np, sizeof(float) * n);
 }
@@ -407,9 +366,9 @@ bool Usable() {
 
 void LoadTileConfig() { LoadEightTiles(); }
 
-// The GemmAmx loop without packing or padding: 2 x 2 C tiles (0-3), A tiles
-// 4-5, B tiles 6-7; k-pairs in steps of 16, ascending (as GemmAmx, so the
-// same operands give the same bits).
+// The tile loop of GemmAmx (which packs and pads first) and of the packed
+// driver: 2 x 2 C tiles (0-3), A tiles 4-5, B tiles 6-7; k-pairs in steps of
+// 16, ascending.
 void Product(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t* b, int b_ld, float* c, int ldc,
              bool accumulate) {
   const int a_stride = a_ld * 4, b_stride = b_ld * 4, c_stride = ldc * 4;
