@@ -71,13 +71,13 @@ const AttentionTileKernels<double>& KernelsFor<double>(const AttentionConfig&) {
 // ran ~25 % slower.
 template <class T>
 struct Scratch {
-  std::vector<T> qt, kt, vt, kd, vd, s, dp, acc, acc2, m, l, mn, alpha, msafe, qs, dos, dqa;
-  std::vector<int> ra, rb;
+  std::vector<T> qt, kt, vt, kd, vd, s, dp, acc, acc2, qs, dos, dqa;
+  std::vector<int> ra, rb;  // the backward's visible key ranges
+  OnlineSoftmax<T> softmax;  // the forward's statistics
   explicit Scratch(int64_t d)
       : qt(d * kBlockQ), kt(d * kBlockK), vt(d * kBlockK), kd(kBlockK * d), vd(kBlockK * d), s(kBlockQ * kBlockK),
-        dp(kBlockQ * kBlockK),
-        acc(std::max(kBlockQ, kBlockK) * d), acc2(kBlockK * d), m(kBlockQ), l(kBlockQ), mn(kBlockQ),
-        alpha(kBlockQ), msafe(kBlockQ), ra(std::max(kBlockQ, kBlockK)), rb(std::max(kBlockQ, kBlockK)) {}
+        dp(kBlockQ * kBlockK), acc(std::max(kBlockQ, kBlockK) * d), acc2(kBlockK * d),
+        ra(std::max(kBlockQ, kBlockK)), rb(std::max(kBlockQ, kBlockK)) {}
 };
 
 // Forward of one (segment, query head, query block). Scores are kept
@@ -94,52 +94,20 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   // sees onward, up to one past the last key its last query sees.
   const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
   T* __restrict st = w.s.data();
-  T* __restrict m = w.m.data();
-  T* __restrict l = w.l.data();
-  T* __restrict mn = w.mn.data();
-  T* __restrict alpha = w.alpha.data();
-  T* __restrict msafe = w.msafe.data();
-  int* ra = w.ra.data();
-  int* rb = w.rb.data();
   LoadTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, d, c.scale, kBlockQ, w.qt.data());
   std::fill(w.acc.begin(), w.acc.begin() + nq * d, T(0));
-  std::fill(m, m + nq, math::NegInf<T>());
-  std::fill(l, l + nq, T(0));
+  w.softmax.Start(nq);
   for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockK) {
     const int64_t t1 = std::min<int64_t>(t0 + kBlockK, k_end);
     const int nk = static_cast<int>(t1 - t0);
     const T* kb = c.k + t0 * c.sk + g * d;
     K.gemm(nk, nq, static_cast<int>(d), kb, c.sk, 1, w.qt.data(), kBlockQ, st, kBlockQ, false);
-    for (int j = 0; j < nk; ++j) {
-      const Range r = QueriesSeeing(c, t0 + j, p0, nq);
-      ra[j] = r.a;
-      rb[j] = r.b;
-    }
-    std::copy(m, m + nq, mn);
-    K.tile_max(st, nk, kBlockQ, ra, rb, mn);
-    for (int i = 0; i < nq; ++i) {
-      alpha[i] = math::SoftmaxRescale(m[i], mn[i]);
-      msafe[i] = math::SoftmaxSafeMax(mn[i]);
-      l[i] *= alpha[i];
-      m[i] = mn[i];
-    }
-    K.tile_exp_sum(st, nk, kBlockQ, nq, ra, rb, msafe, l);
-    for (int i = 0; i < nq; ++i)
-      if (alpha[i] != T(1)) {
-        T* arow = w.acc.data() + i * d;
-        for (int64_t x = 0; x < d; ++x) arow[x] *= alpha[i];
-      }
+    w.softmax.Fold(c, t0, nk, p0, nq, st, w.acc.data());
     // acc += P V with P(i, j) = st[j * kBlockQ + i]; V copied dense first.
     for (int j = 0; j < nk; ++j) std::copy_n(c.v + (t0 + j) * c.sv + g * d, d, w.vd.data() + j * d);
     K.gemm(nq, static_cast<int>(d), nk, st, 1, kBlockQ, w.vd.data(), d, w.acc.data(), d, true);
   }
-  for (int i = 0; i < nq; ++i) {
-    const T inv = math::SoftmaxInvSum(l[i]);
-    T* orow = c.o + (i0 + i) * c.so + h * d;
-    const T* arow = w.acc.data() + i * d;
-    for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
-    c.lse[h * c.slse + i0 + i] = math::SoftmaxLse(m[i], l[i]);
-  }
+  w.softmax.Finish(c, it, w.acc.data());
 }
 
 // The backward of one (segment, query head): key blocks ascending; per key
@@ -155,20 +123,8 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   int* ra = w.ra.data();
   int* rb = w.rb.data();
   // Scaled Q and dO of this segment and head, dense [len][d]; dQ accumulator zeroed.
-  const size_t len_d = static_cast<size_t>((se - sb) * d);
-  w.qs.resize(len_d);
-  w.dos.resize(len_d);
-  w.dqa.assign(len_d, T(0));
-  for (int64_t i = sb; i < se; ++i) {
-    const T* qrow = c.q + i * c.sq + h * d;
-    T* qsrow = w.qs.data() + (i - sb) * d;
-    for (int64_t x = 0; x < d; ++x) qsrow[x] = c.scale * qrow[x];
-    std::copy_n(c.d_o + i * c.sdo + h * d, d, w.dos.data() + (i - sb) * d);
-  }
-  // Where this head's dK, dV go: the outputs (no GQA) or its own partial.
-  T* dk_out = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
-  T* dv_out = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
-  const int64_t sdk = c.group == 1 ? c.sdk : d, sdv = c.group == 1 ? c.sdv : d;
+  StageQueries(c, it, w.qs, w.dos);
+  w.dqa.assign(w.qs.size(), T(0));
   T* dka = w.acc.data();
   T* dva = w.acc2.data();
   for (int64_t j0 = sb; j0 < se; j0 += kBlockK) {
@@ -201,16 +157,9 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
       K.gemm(nk, di, nq, dp, 1, kBlockK, qsb, d, dka, d, true);               // dK += dSᵀ Qs
       K.gemm(nq, di, nk, dp, kBlockK, 1, w.kd.data(), d, w.dqa.data() + (t0 - sb) * d, d, true);  // dQ += dS K
     }
-    for (int r = 0; r < nk; ++r) {
-      std::copy(dka + r * d, dka + (r + 1) * d, dk_out + (j0 + r) * sdk);
-      std::copy(dva + r * d, dva + (r + 1) * d, dv_out + (j0 + r) * sdv);
-    }
+    WriteKeyBlock(c, it, j0, nk, dka, dva);
   }
-  for (int64_t i = sb; i < se; ++i) {
-    T* dqrow = c.dq + i * c.sdq + h * d;
-    const T* acc = w.dqa.data() + (i - sb) * d;
-    for (int64_t x = 0; x < d; ++x) dqrow[x] = c.scale * acc[x];
-  }
+  WriteDq(c, it, w.dqa.data());
 }
 
 // The packed AMX driver (attention_amx.h) where the tiles are AMX bf16 and

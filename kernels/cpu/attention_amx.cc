@@ -90,60 +90,34 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
 }
 
 struct AmxScratch {
-  std::vector<float> qt, st, acc, acc2, m, l, mn, alpha, msafe, kt, vt, s, dp, qs, dos, dqa;
+  std::vector<float> qt, st, acc, acc2, kt, vt, s, dp, qs, dos, dqa;
   std::vector<uint32_t> qb, pa, pb, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
-  std::vector<int> ra, rb;
+  std::vector<int> ra, rb;  // the backward's visible key ranges
+  OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
-      : qt(d * kBlockQ), st(kBlockK * kBlockQ), acc(kBlockK * d), acc2(kBlockK * d), m(kBlockQ), l(kBlockQ),
-        mn(kBlockQ), alpha(kBlockQ), msafe(kBlockQ), kt(d * kBlockK), vt(d * kBlockK), s(kBlockQ * kBlockK),
+      : qt(d * kBlockQ), st(kBlockK * kBlockQ), acc(kBlockK * d), acc2(kBlockK * d), kt(d * kBlockK),
+        vt(d * kBlockK), s(kBlockQ * kBlockK),
         dp(kBlockQ * kBlockK), qb(d / 2 * kBlockQ), pa(kBlockK * kBlockK / 2), pb(kBlockK * kBlockK / 2),
         vb(kBlockK / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d), ktb(d / 2 * kBlockK), vtb(d / 2 * kBlockK),
         kdb(kBlockK / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
 
 void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const PackedKv& kv) {
-  const AttentionTileKernels<float>& K = *c.tiles;
   const int64_t d = c.d, h = it.head, g = h / c.group, i0 = it.begin;
   const int di = static_cast<int>(d), kp = di / 2;
   const int nq = static_cast<int>(it.end - i0), mq = RoundUp16(nq);
   const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
   float* st = w.st.data();
-  float* m = w.m.data();
-  float* l = w.l.data();
-  float* mn = w.mn.data();
-  float* alpha = w.alpha.data();
-  float* msafe = w.msafe.data();
-  int* ra = w.ra.data();
-  int* rb = w.rb.data();
   LoadTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, d, c.scale, kBlockQ, w.qt.data());
   amx::PackPairsOfRows(w.qt.data(), kBlockQ, di, kBlockQ, w.qb.data(), kBlockQ);  // Qᵀ as B: [kp][64]
   std::fill(w.acc.begin(), w.acc.begin() + mq * d, 0.f);
-  std::fill(m, m + nq, math::NegInf<float>());
-  std::fill(l, l + nq, 0.f);
+  w.softmax.Start(nq);
   amx::LoadTileConfig();
   for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockK) {
     const int64_t t1 = std::min<int64_t>(t0 + kBlockK, k_end);
     const int nk = static_cast<int>(t1 - t0);
     amx::Product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data(), kBlockQ, st, kBlockQ, false);  // Sᵀ
-    for (int j = 0; j < nk; ++j) {
-      const Range r = QueriesSeeing(c, t0 + j, p0, nq);
-      ra[j] = r.a;
-      rb[j] = r.b;
-    }
-    std::copy(m, m + nq, mn);
-    K.tile_max(st, nk, kBlockQ, ra, rb, mn);
-    for (int i = 0; i < nq; ++i) {
-      alpha[i] = math::SoftmaxRescale(m[i], mn[i]);
-      msafe[i] = math::SoftmaxSafeMax(mn[i]);
-      l[i] *= alpha[i];
-      m[i] = mn[i];
-    }
-    K.tile_exp_sum(st, nk, kBlockQ, nq, ra, rb, msafe, l);
-    for (int i = 0; i < nq; ++i)
-      if (alpha[i] != 1.f) {
-        float* arow = w.acc.data() + i * d;
-        for (int64_t x = 0; x < d; ++x) arow[x] *= alpha[i];
-      }
+    w.softmax.Fold(c, t0, nk, p0, nq, st, w.acc.data());
     // acc += P V: P(i, j) = st[j * kBlockQ + i] as A rows; V pairs pre-converted
     // unless this tile's pairs reach past the segment.
     const int kpp = RoundUp16((nk + 1) / 2);
@@ -156,13 +130,7 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
     }
     amx::Product(mq, di, kpp, w.pa.data(), kpp, vb, di, w.acc.data(), di, true);
   }
-  for (int i = 0; i < nq; ++i) {
-    const float inv = math::SoftmaxInvSum(l[i]);
-    float* orow = c.o + (i0 + i) * c.so + h * d;
-    const float* arow = w.acc.data() + i * d;
-    for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
-    c.lse[h * c.slse + i0 + i] = math::SoftmaxLse(m[i], l[i]);
-  }
+  w.softmax.Finish(c, it, w.acc.data());
 }
 
 // B operand for dV += Pᵀ dO or dK += dSᵀ Qs: pairs of the tile's queries
@@ -190,15 +158,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   // [(len + tail) / 2][d]; the tails are zero. dQ accumulator with room for
   // a whole last tile.
   const int64_t rows = (len + 1) / 2 * 2 + kBlockQ;
-  w.qs.resize(static_cast<size_t>(len * d));
-  w.dos.resize(w.qs.size());
+  StageQueries(c, it, w.qs, w.dos);
   w.dqa.assign(static_cast<size_t>(rows * d), 0.f);
-  for (int64_t i = sb; i < se; ++i) {
-    const float* qrow = c.q + i * c.sq + h * d;
-    float* qsrow = w.qs.data() + (i - sb) * d;
-    for (int64_t x = 0; x < d; ++x) qsrow[x] = c.scale * qrow[x];
-    std::copy_n(c.d_o + i * c.sdo + h * d, d, w.dos.data() + (i - sb) * d);
-  }
   // Only the tails are cleared (the buffers are kept across items and calls);
   // the packers write everything before them.
   w.qsa.resize(static_cast<size_t>(rows * kp));
@@ -216,9 +177,6 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
     amx::PackPairsOfRows(w.qs.data(), d, li, di, w.qsb.data(), di);
     amx::PackPairsOfRows(w.dos.data(), d, li, di, w.dosb.data(), di);
   }
-  float* dk_out = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
-  float* dv_out = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
-  const int64_t sdk = c.group == 1 ? c.sdk : d, sdv = c.group == 1 ? c.sdv : d;
   float* dka = w.acc.data();
   float* dva = w.acc2.data();
   float* s = w.s.data();
@@ -261,16 +219,9 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
       amx::PackPairsAlongRows(dp, kBlockK, nq, nk, w.pa.data(), kpk);
       amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);
     }
-    for (int r = 0; r < nk; ++r) {
-      std::copy(dka + r * d, dka + (r + 1) * d, dk_out + (j0 + r) * sdk);
-      std::copy(dva + r * d, dva + (r + 1) * d, dv_out + (j0 + r) * sdv);
-    }
+    WriteKeyBlock(c, it, j0, nk, dka, dva);
   }
-  for (int64_t i = sb; i < se; ++i) {
-    float* dqrow = c.dq + i * c.sdq + h * d;
-    const float* acc = w.dqa.data() + (i - sb) * d;
-    for (int64_t x = 0; x < d; ++x) dqrow[x] = c.scale * acc[x];
-  }
+  WriteDq(c, it, w.dqa.data());
 }
 
 std::atomic<int64_t> amx_calls{0};

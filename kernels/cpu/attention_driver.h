@@ -19,6 +19,7 @@
 #include "kernels/attention_args.h"
 #include "kernels/cpu/attention_tiles.h"
 #include "kernels/math/attention_visibility.h"
+#include "kernels/math/online_softmax.h"
 
 namespace longctx::cpu {
 namespace {  // NOLINT(build/namespaces): see the comment at the top
@@ -100,6 +101,99 @@ Range KeysSeenBy(const Ctx<T>& c, int64_t seg_begin, int64_t i, int64_t t0, int 
   const int64_t a = std::min<int64_t>(nk, std::max<int64_t>(0, math::FirstVisibleKey(c.mask, seg_begin, i) - t0));
   const int64_t b = std::min<int64_t>(nk, math::EndVisibleKey(c.mask, i) - t0);
   return {static_cast<int>(a), static_cast<int>(std::max(a, b))};
+}
+
+// The forward's online softmax over one item's queries (nq <= kBlockQ),
+// folding one transposed score tile at a time (st[j * kBlockQ + i]: key j,
+// query i), and the item's outputs at the end. Both drivers use it, so their
+// statistics are the same operations in the same order.
+template <class T>
+struct OnlineSoftmax {
+  std::vector<T> m, l, mn, alpha, msafe;
+  std::vector<int> ra, rb;
+  OnlineSoftmax()
+      : m(kBlockQ), l(kBlockQ), mn(kBlockQ), alpha(kBlockQ), msafe(kBlockQ), ra(kBlockK), rb(kBlockK) {}
+  void Start(int nq) {
+    std::fill(m.begin(), m.begin() + nq, math::NegInf<T>());
+    std::fill(l.begin(), l.begin() + nq, T(0));
+  }
+  // Keys t0 + [0, nk) against queries whose first sits at key index p0:
+  // visible ranges, running max, rescale of l and of the nq x d accumulator
+  // rows, then st = P (0 where masked).
+  void Fold(const Ctx<T>& c, int64_t t0, int nk, int64_t p0, int nq, T* st, T* acc) {
+    const AttentionTileKernels<T>& K = *c.tiles;
+    const int64_t d = c.d;
+    for (int j = 0; j < nk; ++j) {
+      const Range r = QueriesSeeing(c, t0 + j, p0, nq);
+      ra[j] = r.a;
+      rb[j] = r.b;
+    }
+    std::copy(m.begin(), m.begin() + nq, mn.begin());
+    K.tile_max(st, nk, kBlockQ, ra.data(), rb.data(), mn.data());
+    for (int i = 0; i < nq; ++i) {
+      alpha[i] = math::SoftmaxRescale(m[i], mn[i]);
+      msafe[i] = math::SoftmaxSafeMax(mn[i]);
+      l[i] *= alpha[i];
+      m[i] = mn[i];
+    }
+    K.tile_exp_sum(st, nk, kBlockQ, nq, ra.data(), rb.data(), msafe.data(), l.data());
+    for (int i = 0; i < nq; ++i)
+      if (alpha[i] != T(1)) {
+        T* arow = acc + i * d;
+        for (int64_t x = 0; x < d; ++x) arow[x] *= alpha[i];
+      }
+  }
+  // O = acc / l and lse of the item's queries.
+  void Finish(const Ctx<T>& c, const Item& it, const T* acc) const {
+    const int64_t d = c.d, h = it.head, i0 = it.begin;
+    for (int64_t i = 0; i < it.end - i0; ++i) {
+      const T inv = math::SoftmaxInvSum(l[i]);
+      T* orow = c.o + (i0 + i) * c.so + h * d;
+      const T* arow = acc + i * d;
+      for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
+      c.lse[h * c.slse + i0 + i] = math::SoftmaxLse(m[i], l[i]);
+    }
+  }
+};
+
+// Backward item, start: the segment's scaled Q and dO of the item's head,
+// dense [len][d] (len = seg_end - seg_begin), in qs and dos (resized).
+template <class T>
+void StageQueries(const Ctx<T>& c, const Item& it, std::vector<T>& qs, std::vector<T>& dos) {
+  const int64_t d = c.d, h = it.head, sb = it.seg_begin, se = it.seg_end;
+  qs.resize(static_cast<size_t>((se - sb) * d));
+  dos.resize(qs.size());
+  for (int64_t i = sb; i < se; ++i) {
+    const T* qrow = c.q + i * c.sq + h * d;
+    T* qsrow = qs.data() + (i - sb) * d;
+    for (int64_t x = 0; x < d; ++x) qsrow[x] = c.scale * qrow[x];
+    std::copy_n(c.d_o + i * c.sdo + h * d, d, dos.data() + (i - sb) * d);
+  }
+}
+
+// Backward, after a key block [j0, j0 + nk): its dK, dV rows (dense, row
+// stride d) to the outputs, or to this head's partial with GQA.
+template <class T>
+void WriteKeyBlock(const Ctx<T>& c, const Item& it, int64_t j0, int nk, const T* dka, const T* dva) {
+  const int64_t d = c.d, h = it.head, g = h / c.group;
+  T* dk_out = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
+  T* dv_out = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
+  const int64_t sdk = c.group == 1 ? c.sdk : d, sdv = c.group == 1 ? c.sdv : d;
+  for (int r = 0; r < nk; ++r) {
+    std::copy(dka + r * d, dka + (r + 1) * d, dk_out + (j0 + r) * sdk);
+    std::copy(dva + r * d, dva + (r + 1) * d, dv_out + (j0 + r) * sdv);
+  }
+}
+
+// Backward item, end: dQ = scale * the accumulator (dense [len][d]).
+template <class T>
+void WriteDq(const Ctx<T>& c, const Item& it, const T* dqa) {
+  const int64_t d = c.d, h = it.head, sb = it.seg_begin;
+  for (int64_t i = sb; i < it.seg_end; ++i) {
+    T* dqrow = c.dq + i * c.sdq + h * d;
+    const T* acc = dqa + (i - sb) * d;
+    for (int64_t x = 0; x < d; ++x) dqrow[x] = c.scale * acc[x];
+  }
 }
 
 // Runs fn(c, item, scratch) for every item on the OpenMP team, dynamic
