@@ -26,6 +26,7 @@
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"
+#include "tests/support/packed_batch.h"
 #include "train/config_loader.h"
 #include "train/parallel/parallel_strategy.h"
 
@@ -252,18 +253,8 @@ Result RunPass(const ModelDims& dims, const Storage& st, Bf16GemmLibrary lib = B
   if (st.bf16) model.set_activation_dtype(DType::kBF16);
   model.set_bf16_activation_set(st.set);
   const int64_t n = kTokens;
-  std::vector<int32_t> ids(n), targets(n), pos(n), cu = {0, 10, 24, 48};
-  for (int64_t t = 0; t < n; ++t) {
-    ids[t] = static_cast<int32_t>((t * 37 + 11) % 97);
-    targets[t] = t % 5 == 0 ? -1 : static_cast<int32_t>((t * 53 + 3) % 97);
-  }
-  for (size_t s = 0; s + 1 < cu.size(); ++s)
-    for (int32_t t = cu[s]; t < cu[s + 1]; ++t) pos[t] = t - cu[s];
-  BatchTensors b;
-  b.inputs = Tensor(ids.data(), DType::kI32, {n});
-  b.targets = Tensor(targets.data(), DType::kI32, {n});
-  b.positions = Tensor(pos.data(), DType::kI32, {n});
-  b.cu_seqlens = Tensor(cu.data(), DType::kI32, {static_cast<int64_t>(cu.size())});
+  testing::PackedTestBatch batch = testing::MakePackedTestBatch({0, 10, 24, static_cast<int32_t>(kTokens)});
+  const BatchTensors b = batch.Tensors();
   Result r;
   model.grads().Zero();
   r.loss = model.ForwardBackward(b, 1.0 / n, /*backward=*/true);

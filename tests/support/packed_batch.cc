@@ -1,0 +1,34 @@
+// Why: see packed_batch.h.
+#include "tests/support/packed_batch.h"
+
+#include <utility>
+
+namespace longctx::testing {
+
+BatchTensors PackedTestBatch::Tensors() {
+  const int64_t n = tokens();
+  BatchTensors b;
+  b.inputs = Tensor(ids.data(), DType::kI32, {n});
+  b.targets = Tensor(targets.data(), DType::kI32, {n});
+  b.positions = Tensor(positions.data(), DType::kI32, {n});
+  b.cu_seqlens = Tensor(cu.data(), DType::kI32, {static_cast<int64_t>(cu.size())});
+  return b;
+}
+
+PackedTestBatch MakePackedTestBatch(std::vector<int32_t> cu, int vocab) {
+  PackedTestBatch p;
+  const int64_t n = cu.back();
+  p.ids.resize(n);
+  p.targets.resize(n);
+  p.positions.resize(n);
+  for (int64_t t = 0; t < n; ++t) {
+    p.ids[t] = static_cast<int32_t>((t * 37 + 11) % vocab);
+    p.targets[t] = t % 5 == 0 ? -1 : static_cast<int32_t>((t * 53 + 3) % vocab);
+  }
+  for (size_t s = 0; s + 1 < cu.size(); ++s)
+    for (int32_t t = cu[s]; t < cu[s + 1]; ++t) p.positions[t] = t - cu[s];
+  p.cu = std::move(cu);
+  return p;
+}
+
+}  // namespace longctx::testing

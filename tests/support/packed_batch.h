@@ -1,0 +1,30 @@
+// Why: model-level tests (recomputation, bf16 activation storage, ...) run the
+// Transformer on the same kind of small packed batch — documents of given
+// lengths in one token stream, deterministic ids and targets, positions that
+// restart per document — and each wrote the dozen lines that build it. They
+// build it here.
+#ifndef LONGCTX_TESTS_SUPPORT_PACKED_BATCH_H_
+#define LONGCTX_TESTS_SUPPORT_PACKED_BATCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace longctx::testing {
+
+// Host arrays of one packed batch; Tensors() views them (keep this alive).
+struct PackedTestBatch {
+  std::vector<int32_t> ids, targets, positions, cu;
+  BatchTensors Tensors();
+  int64_t tokens() const { return static_cast<int64_t>(ids.size()); }
+};
+
+// Documents at cu_seqlens `cu` (cu[0] = 0, cu.back() = tokens): token t has id
+// (t * 37 + 11) % vocab and target (t * 53 + 3) % vocab, except every fifth
+// target (t % 5 == 0), which is -1 (no loss); positions restart at 0 per document.
+PackedTestBatch MakePackedTestBatch(std::vector<int32_t> cu, int vocab = 97);
+
+}  // namespace longctx::testing
+
+#endif  // LONGCTX_TESTS_SUPPORT_PACKED_BATCH_H_
