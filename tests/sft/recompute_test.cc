@@ -18,7 +18,7 @@
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"
-#include "tests/support/packed_batch.h"
+#include "tests/support/small_model.h"
 #include "tests/support/test_util.h"
 #include "train/config_loader.h"
 
@@ -46,19 +46,7 @@ struct Result {
 };
 
 ModelDims Dims(const Case& c) {
-  ModelConfig m;
-  m.set_vocab_size(97);
-  m.set_hidden_size(32);
-  m.set_num_layers(6);
-  m.set_num_heads(4);
-  m.set_num_kv_heads(2);
-  m.set_ffn_hidden_size(48);
-  m.set_layer_pattern(c.pattern);
-  m.set_pattern_group(3);
-  if (c.pattern == RNOPE_SWA) m.set_sliding_window(5);
-  m.set_qk_norm(c.qk_norm);
-  m.set_roper(c.roper);
-  absl::StatusOr<ModelDims> d = ResolveModelConfig(m);
+  absl::StatusOr<ModelDims> d = ResolveModelConfig(testing::SmallTestModelConfig(6, 3, c.pattern, c.qk_norm, c.roper));
   EXPECT_TRUE(d.ok()) << d.status();
   return *d;
 }

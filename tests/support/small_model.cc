@@ -1,5 +1,5 @@
-// Why: see packed_batch.h.
-#include "tests/support/packed_batch.h"
+// Why: see small_model.h.
+#include "tests/support/small_model.h"
 
 #include <utility>
 
@@ -29,6 +29,22 @@ PackedTestBatch MakePackedTestBatch(std::vector<int32_t> cu, int vocab) {
     for (int32_t t = cu[s]; t < cu[s + 1]; ++t) p.positions[t] = t - cu[s];
   p.cu = std::move(cu);
   return p;
+}
+
+ModelConfig SmallTestModelConfig(int layers, int pattern_group, LayerPattern pattern, bool qk_norm, bool roper) {
+  ModelConfig m;
+  m.set_vocab_size(97);
+  m.set_hidden_size(32);
+  m.set_num_layers(layers);
+  m.set_num_heads(4);
+  m.set_num_kv_heads(2);
+  m.set_ffn_hidden_size(48);
+  m.set_layer_pattern(pattern);
+  m.set_pattern_group(pattern_group);
+  if (pattern == RNOPE_SWA) m.set_sliding_window(5);
+  m.set_qk_norm(qk_norm);
+  m.set_roper(roper);
+  return m;
 }
 
 }  // namespace longctx::testing

@@ -1,14 +1,15 @@
-// Why: model-level tests (recomputation, bf16 activation storage, ...) run the
-// Transformer on the same kind of small packed batch — documents of given
+// Why: model-level tests (recomputation, bf16 activation storage, ...) run a
+// small Llama-style Transformer on a small packed batch — documents of given
 // lengths in one token stream, deterministic ids and targets, positions that
-// restart per document — and each wrote the dozen lines that build it. They
-// build it here.
-#ifndef LONGCTX_TESTS_SUPPORT_PACKED_BATCH_H_
-#define LONGCTX_TESTS_SUPPORT_PACKED_BATCH_H_
+// restart per document — and each wrote the lines that build both. They build
+// them here.
+#ifndef LONGCTX_TESTS_SUPPORT_SMALL_MODEL_H_
+#define LONGCTX_TESTS_SUPPORT_SMALL_MODEL_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "model/config.h"
 #include "model/transformer.h"
 
 namespace longctx::testing {
@@ -25,6 +26,11 @@ struct PackedTestBatch {
 // target (t % 5 == 0), which is -1 (no loss); positions restart at 0 per document.
 PackedTestBatch MakePackedTestBatch(std::vector<int32_t> cu, int vocab = 97);
 
+// vocab 97, hidden 32, 4 heads / 2 kv heads, ffn 48, `layers` layers of
+// `pattern` in groups of `pattern_group` (window 5 for RNOPE_SWA), QK-norm
+// and RoPER as given.
+ModelConfig SmallTestModelConfig(int layers, int pattern_group, LayerPattern pattern, bool qk_norm, bool roper);
+
 }  // namespace longctx::testing
 
-#endif  // LONGCTX_TESTS_SUPPORT_PACKED_BATCH_H_
+#endif  // LONGCTX_TESTS_SUPPORT_SMALL_MODEL_H_
