@@ -479,14 +479,7 @@ std::vector<std::vector<float>> TrainFsdp(const Storage& st, std::vector<double>
     EXPECT_TRUE((*s)->FinishBackward().ok());
     EXPECT_TRUE((*s)->OptimizerStep(1e-2).ok());
   }
-  EXPECT_TRUE((*s)->GatherFullParameters().ok());
-  std::vector<std::vector<float>> out;
-  for (int b = 0; b < model.layout().num_buffers(); ++b) {
-    out.emplace_back(model.layout().buffer_size(b));
-    model.params().CopyToHost(b, out.back().data());
-  }
-  (*s)->ReleaseFullParameters();
-  return out;
+  return testing::FullParametersOnHost(**s, model);
 }
 
 TEST(Bf16ActivationsTest, FsdpOneRank) {

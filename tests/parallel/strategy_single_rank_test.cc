@@ -18,6 +18,7 @@
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/transformer.h"
+#include "tests/support/small_model.h"
 #include "train/parallel/parallel_strategy.h"
 
 namespace longctx {
@@ -94,14 +95,7 @@ std::vector<std::vector<float>> Train(ParallelMode mode, bool reshard, std::vect
       EXPECT_EQ(model.grads().allocated_bytes(), 0) << "step " << step;
     }
   }
-  EXPECT_TRUE((*s)->GatherFullParameters().ok());
-  std::vector<std::vector<float>> out;
-  for (int b = 0; b < model.layout().num_buffers(); ++b) {
-    out.emplace_back(model.layout().buffer_size(b));
-    model.params().CopyToHost(b, out.back().data());
-  }
-  (*s)->ReleaseFullParameters();
-  return out;
+  return testing::FullParametersOnHost(**s, model);
 }
 
 TEST(StrategySingleRankTest, Zero1AndFsdpEqualDdpBitForBit) {

@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include "gtest/gtest.h"
+
 namespace longctx::testing {
 
 BatchTensors PackedTestBatch::Tensors() {
@@ -45,6 +47,17 @@ ModelConfig SmallTestModelConfig(int layers, int pattern_group, LayerPattern pat
   m.set_qk_norm(qk_norm);
   m.set_roper(roper);
   return m;
+}
+
+std::vector<std::vector<float>> FullParametersOnHost(ParallelStrategy& strategy, Transformer& model) {
+  EXPECT_TRUE(strategy.GatherFullParameters().ok());
+  std::vector<std::vector<float>> out;
+  for (int b = 0; b < model.layout().num_buffers(); ++b) {
+    out.emplace_back(model.layout().buffer_size(b));
+    model.params().CopyToHost(b, out.back().data());
+  }
+  strategy.ReleaseFullParameters();
+  return out;
 }
 
 }  // namespace longctx::testing

@@ -11,6 +11,7 @@
 
 #include "model/config.h"
 #include "model/transformer.h"
+#include "train/parallel/parallel_strategy.h"
 
 namespace longctx::testing {
 
@@ -30,6 +31,10 @@ PackedTestBatch MakePackedTestBatch(std::vector<int32_t> cu, int vocab = 97);
 // `pattern` in groups of `pattern_group` (window 5 for RNOPE_SWA), QK-norm
 // and RoPER as given.
 ModelConfig SmallTestModelConfig(int layers, int pattern_group, LayerPattern pattern, bool qk_norm, bool roper);
+
+// The full parameters of `model` on the host, one vector per buffer, gathered
+// by the strategy (and released after): what strategy tests compare.
+std::vector<std::vector<float>> FullParametersOnHost(ParallelStrategy& strategy, Transformer& model);
 
 }  // namespace longctx::testing
 
