@@ -42,6 +42,12 @@ void PackPairsAlongRows(const float* src, ptrdiff_t ld, int m, int k, uint32_t* 
 // whole 16 x 16 pair blocks: rows up to m rounded up to 16, pairs up to
 // ceil(k / 2) rounded up to 16, zero beyond m and k.
 void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* out, int out_ld);
+// Rows of [m][k] (row stride ld) times scale -> B layout of the transpose,
+// out[p * out_ld + i] = (scale A(i, 2p), scale A(i, 2p + 1)), whole 16 x 16
+// blocks: i up to m rounded up to 16, p up to ceil(k / 2) rounded up to 16,
+// zero beyond m and k. The same bits as scaling into a transposed fp32 copy and
+// PackPairsOfRows of it.
+void PackRowPairsTransposed(const float* src, ptrdiff_t ld, int m, int k, float scale, uint32_t* out, int out_ld);
 // A at any strides, element by element -> A layout (pairs p < ceil(k / 2)).
 void PackPairsStrided(const float* src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, uint32_t* out, int out_ld);
 

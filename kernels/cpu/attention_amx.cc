@@ -90,13 +90,12 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
 }
 
 struct AmxScratch {
-  std::vector<float> qt, st, acc, acc2, kt, vt, s, dp, qs, dos, dqa;
+  std::vector<float> st, acc, acc2, s, dp, qs, dos, dqa;
   std::vector<uint32_t> qb, pa, pb, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
-      : qt(d * kBlockQ), st(kBlockK * kBlockQ), acc(kBlockK * d), acc2(kBlockK * d), kt(d * kBlockK),
-        vt(d * kBlockK), s(kBlockQ * kBlockK),
+      : st(kBlockK * kBlockQ), acc(kBlockK * d), acc2(kBlockK * d), s(kBlockQ * kBlockK),
         dp(kBlockQ * kBlockK), qb(d / 2 * kBlockQ), pa(kBlockK * kBlockK / 2), pb(kBlockK * kBlockK / 2),
         vb(kBlockK / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d), ktb(d / 2 * kBlockK), vtb(d / 2 * kBlockK),
         kdb(kBlockK / 2 * d), ra(kBlockK), rb(kBlockK) {}
@@ -108,8 +107,8 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
   const int nq = static_cast<int>(it.end - i0), mq = RoundUp16(nq);
   const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
   float* st = w.st.data();
-  LoadTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, d, c.scale, kBlockQ, w.qt.data());
-  amx::PackPairsOfRows(w.qt.data(), kBlockQ, di, kBlockQ, w.qb.data(), kBlockQ);  // Qᵀ as B: [kp][64]
+  // Scaled Qᵀ as B, [kp][64] (columns past mq are not read).
+  amx::PackRowPairsTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, di, c.scale, w.qb.data(), kBlockQ);
   std::fill(w.acc.begin(), w.acc.begin() + mq * d, 0.f);
   w.softmax.Start(nq);
   amx::LoadTileConfig();
@@ -186,10 +185,9 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
     const int64_t j1 = std::min<int64_t>(j0 + kBlockK, se);
     const int nk = static_cast<int>(j1 - j0), mk = RoundUp16(nk), kpk = RoundUp16((nk + 1) / 2);
     const float* kb = c.k + j0 * c.sk + g * d;
-    LoadTransposed(kb, c.sk, nk, d, 1.f, kBlockK, w.kt.data());
-    amx::PackPairsOfRows(w.kt.data(), kBlockK, di, kBlockK, w.ktb.data(), kBlockK);  // Kᵀ as B: [kp][64]
-    LoadTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, d, 1.f, kBlockK, w.vt.data());
-    amx::PackPairsOfRows(w.vt.data(), kBlockK, di, kBlockK, w.vtb.data(), kBlockK);  // Vᵀ as B
+    // Kᵀ and Vᵀ as B, [kp][64] (columns past mk are not read).
+    amx::PackRowPairsTransposed(kb, c.sk, nk, di, 1.f, w.ktb.data(), kBlockK);
+    amx::PackRowPairsTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, di, 1.f, w.vtb.data(), kBlockK);
     amx::PackPairsOfRows(kb, c.sk, nk, di, w.kdb.data(), di);                         // K as B: key pairs
     ZeroPairs(w.kdb.data(), di, (nk + 1) / 2, kpk);
     std::fill(dka, dka + mk * d, 0.f);

@@ -157,6 +157,35 @@ void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* 
   }
 }
 
+// Rows of [m][k] times scale -> the B layout of the transpose: out[p * out_ld
+// + i] = (scale A(i, 2p), scale A(i, 2p + 1)); whole 16 x 16 blocks, zero for
+// rows i >= m and pairs past k. Pairs along each row (vcvtne2ps2bf16), then
+// the 16 x 16 register transpose: no fp32 transposed copy.
+void PackRowPairsTransposed(const float* src, ptrdiff_t ld, int m, int k, float scale, uint32_t* out, int out_ld) {
+  const int kp = (k + 1) / 2;
+  const __m512 sv = _mm512_set1_ps(scale);
+  __m512i blk[16];
+  for (int i0 = 0; i0 < m; i0 += 16) {
+    for (int p0 = 0; p0 < kp; p0 += 16) {
+      const int x = 2 * p0;
+      const __mmask16 lo_m = FirstLanes(k - x > 0 ? k - x : 0);
+      const __mmask16 hi_m = FirstLanes(k - x - 16 > 0 ? k - x - 16 : 0);
+      for (int r = 0; r < 16; ++r) {
+        if (i0 + r >= m) {
+          blk[r] = _mm512_setzero_si512();
+          continue;
+        }
+        const float* row = src + (i0 + r) * ld + x;
+        const __m512 lo = _mm512_mul_ps(_mm512_maskz_loadu_ps(lo_m, row), sv);
+        const __m512 hi = _mm512_mul_ps(_mm512_maskz_loadu_ps(hi_m, row + 16), sv);
+        blk[r] = (__m512i)(_mm512_cvtne2ps_pbh(hi, lo));
+      }
+      Transpose16x16(blk);
+      for (int q = 0; q < 16; ++q) _mm512_storeu_si512(out + (p0 + q) * out_ld + i0, blk[q]);
+    }
+  }
+}
+
 }  // namespace amx
 
 namespace {
