@@ -13,9 +13,11 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/amx_bf16.h"
 #include "kernels/cpu/attention_tiles.h"
 
 namespace longctx {
@@ -79,6 +81,41 @@ TEST_P(Bf16PackTest, TransposedAEqualsRowMajorAAndTheBf16Reference) {
       // Columns past n of C untouched (ldc > n).
       for (int i = 0; i < m; ++i) ASSERT_EQ(c0[i * ldc + n], init[i * ldc + n]) << what;
     }
+  }
+}
+
+// The packed AMX driver's transposing packer (amx_bf16.h) against the
+// element-by-element definition: out[p][i] = (bf16(scale A(i, 2p)),
+// bf16(scale A(i, 2p + 1))), zero past m and k, whole 16 x 16 blocks written;
+// nothing past them touched.
+TEST(AmxPackTest, RowPairsTransposedMatchesTheDefinition) {
+  if (!cpu::amx::Usable()) GTEST_SKIP() << "this CPU has no AMX (or no tile permission)";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  auto bits = [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u >> 16;
+  };
+  for (const auto& [m, k, scale] : {std::tuple{64, 64, 0.125f}, std::tuple{1, 64, 1.f}, std::tuple{17, 32, 0.3f},
+                                   std::tuple{50, 128, 1.f}, std::tuple{64, 13, 0.7f}, std::tuple{33, 1, 2.f}}) {
+    const int ld = k + 5, kp = (k + 1) / 2, rows_out = (kp + 15) / 16 * 16, cols_out = (m + 15) / 16 * 16;
+    const int out_ld = cols_out + 16;  // room past the written blocks, which must stay untouched
+    std::vector<float> a(static_cast<size_t>(m) * ld);
+    for (float& v : a) v = dist(rng);
+    std::vector<uint32_t> out(static_cast<size_t>(rows_out + 1) * out_ld, 0xDEADBEEFu);
+    cpu::amx::PackRowPairsTransposed(a.data(), ld, m, k, scale, out.data(), out_ld);
+    for (int p = 0; p < rows_out + 1; ++p)
+      for (int i = 0; i < out_ld; ++i) {
+        const uint32_t got = out[static_cast<size_t>(p) * out_ld + i];
+        if (p >= rows_out || i >= cols_out) {
+          ASSERT_EQ(got, 0xDEADBEEFu) << "written outside the blocks at pair " << p << " row " << i;
+          continue;
+        }
+        auto elem = [&](int x) { return i < m && x < k ? bits(RoundToBf16(scale * a[i * ld + x])) : 0u; };
+        ASSERT_EQ(got, elem(2 * p) | (elem(2 * p + 1) << 16))
+            << m << "x" << k << " scale " << scale << ": pair " << p << " row " << i;
+      }
   }
 }
 
