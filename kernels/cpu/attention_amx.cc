@@ -91,12 +91,12 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
 
 struct AmxScratch {
   std::vector<float> st, acc, acc2, s, dp, qs, dos, dqa;
-  std::vector<uint32_t> qb, pa, pb, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
+  std::vector<uint32_t> qb, pa, pt, dst, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
       : st(kBlockK * kBlockQ), acc(kBlockK * d), acc2(kBlockK * d), s(kBlockQ * kBlockK),
-        dp(kBlockQ * kBlockK), qb(d / 2 * kBlockQ), pa(kBlockK * kBlockK / 2), pb(kBlockK * kBlockK / 2),
+        dp(kBlockQ * kBlockK), qb(d / 2 * kBlockQ), pa(kBlockK * kBlockK / 2), pt(kBlockK * kBlockQ), dst(kBlockK * kBlockQ),
         vb(kBlockK / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d), ktb(d / 2 * kBlockK), vtb(d / 2 * kBlockK),
         kdb(kBlockK / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
@@ -194,6 +194,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
     std::fill(dva, dva + mk * d, 0.f);
     const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
     const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
+    bool pending = false;  // a full tile's Pᵀ, dSᵀ wait in pairs 0-31 of pt, dst
+    int64_t pending_u = 0;
     for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
       const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
       const int kpq = RoundUp16((nq + 1) / 2);
@@ -206,16 +208,29 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
         rb[r] = rr.b;
       }
       K.tile_backward(s, dp, nq, kBlockK, nk, ra, rb, lse + t0, drow + t0);  // s = P, dp = dS
-      amx::PackPairsOfColumns(s, kBlockK, nq, nk, w.pa.data(), kpq);       // Pᵀ: [mk][kpq]
-      amx::PackPairsOfColumns(dp, kBlockK, nq, nk, w.pb.data(), kpq);      // dSᵀ
-      const uint32_t* dob = QueryPairs(w.dosb, w.dos, u, nq, di, kpq, w.tb);
-      const uint32_t* qsb = QueryPairs(w.qsb, w.qs, u, nq, di, kpq, w.tb2);
-      amx::Product(mk, di, kpq, w.pa.data(), kpq, dob, di, dva, di, true);  // dV += Pᵀ dO
-      amx::Product(mk, di, kpq, w.pb.data(), kpq, qsb, di, dka, di, true);  // dK += dSᵀ Qs
-      // dQ += dS K: dS as A rows (pa is free again), zero where the tile is partial.
+      // Pᵀ and dSᵀ as A rows [mk][pairs], row stride kBlockQ pairs: a full tile
+      // at an even offset waits there (pairs 0-31) for the next tile (pairs
+      // 32-63), so dV and dK take both in one product — k-steps in the same
+      // order, C stored and reloaded half as often, the same bits.
+      const int off = pending ? kBlockQ / 2 : 0;
+      amx::PackPairsOfColumns(s, kBlockK, nq, nk, w.pt.data() + off, kBlockQ);
+      amx::PackPairsOfColumns(dp, kBlockK, nq, nk, w.dst.data() + off, kBlockQ);
+      // dQ += dS K: dS as A rows, zero where the tile is partial.
       if (nq != mq || 2 * kpk != nk) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
       amx::PackPairsAlongRows(dp, kBlockK, nq, nk, w.pa.data(), kpk);
       amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);
+      if (!pending && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
+        pending = true;
+        pending_u = u;
+        continue;
+      }
+      const int64_t u0 = pending ? pending_u : u;
+      const int rows = off * 2 + nq, kpt = off + kpq;
+      const uint32_t* dob = QueryPairs(w.dosb, w.dos, u0, rows, di, kpt, w.tb);
+      const uint32_t* qsb = QueryPairs(w.qsb, w.qs, u0, rows, di, kpt, w.tb2);
+      amx::Product(mk, di, kpt, w.pt.data(), kBlockQ, dob, di, dva, di, true);   // dV += Pᵀ dO
+      amx::Product(mk, di, kpt, w.dst.data(), kBlockQ, qsb, di, dka, di, true);  // dK += dSᵀ Qs
+      pending = false;
     }
     WriteKeyBlock(c, it, j0, nk, dka, dva);
   }
