@@ -7,7 +7,8 @@
 //  * backward: the segment's scaled Q and dO once per item, as A rows (for
 //    S = Qs Kᵀ, dP = dO Vᵀ) and as pairs of consecutive queries (for
 //    dV += Pᵀ dO, dK += dSᵀ Qs); Kᵀ, Vᵀ and K of a key block once per key
-//    block; per tile only Pᵀ, dSᵀ and dS.
+//    block; per tile only Pᵀ, dSᵀ and dS. dV and dK take two query tiles
+//    per product where they can (C stored and reloaded half as often).
 // The products are amx::Product on whole 16 x 16 tiles; the tile config is
 // loaded once per item. Where a pre-converted operand would reach past its
 // segment's end (the last tile of a segment) or starts at an odd query, that
@@ -34,7 +35,7 @@ namespace {
 
 inline int RoundUp16(int x) { return (x + 15) / 16 * 16; }
 
-// Pairs [from, to) of `count` rows of a B-layout operand (row stride ld) set to 0.
+// Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
 void ZeroPairs(uint32_t* b, int ld, int from, int to) {
   if (to > from) std::memset(b + static_cast<size_t>(from) * ld, 0, sizeof(uint32_t) * (to - from) * ld);
 }
