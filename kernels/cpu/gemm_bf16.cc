@@ -37,9 +37,9 @@ void RoundRowsToBf16(const Tensor& src, uint16_t* dst) {
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements && rows > 1)
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = s + r * ld;
-    uint16_t* out = dst + r * cols;
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) out[c] = math::F32ToBf16Bits(in[c]);
+    // The conversion Copy uses (elementwise.cc: vcvtneps2bf16 where the CPU
+    // has it, else F32ToBf16Bits; the same bits either way).
+    ConvertF32ToBf16(dst + r * cols, in, cols);
   }
 }
 
