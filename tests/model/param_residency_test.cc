@@ -15,6 +15,7 @@
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "model/transformer.h"
+#include "tests/support/small_model.h"
 
 namespace longctx {
 namespace {
@@ -36,26 +37,14 @@ ModelDims Dims(bool tied) {
   return *d;
 }
 
-struct HostBatch {
-  std::vector<int32_t> inputs, targets, positions, cu;
-  BatchTensors tensors() {
-    const int64_t n = static_cast<int64_t>(inputs.size());
-    BatchTensors b;
-    b.inputs = Tensor(inputs.data(), DType::kI32, {n});
-    b.targets = Tensor(targets.data(), DType::kI32, {n});
-    b.positions = Tensor(positions.data(), DType::kI32, {n});
-    b.cu_seqlens = Tensor(cu.data(), DType::kI32, {static_cast<int64_t>(cu.size())});
-    return b;
-  }
-};
-
-HostBatch MakeBatch(int vocab) {
-  HostBatch h;
+// Random ids (not the shared builder's arithmetic ones), two documents.
+testing::PackedTestBatch MakeBatch(int vocab) {
+  testing::PackedTestBatch h;
   std::mt19937 rng(5);
   h.cu = {0, 7, 16};
   for (int s = 0; s + 1 < 3; ++s)
     for (int t = h.cu[s]; t < h.cu[s + 1]; ++t) {
-      h.inputs.push_back(static_cast<int32_t>(rng() % vocab));
+      h.ids.push_back(static_cast<int32_t>(rng() % vocab));
       h.targets.push_back(t % 5 == 0 ? -1 : static_cast<int32_t>(rng() % vocab));
       h.positions.push_back(t - h.cu[s]);
     }
@@ -79,25 +68,25 @@ TEST(ParamResidencyTest, CallOrderOfTrainingAndForwardOnlyPasses) {
   std::unique_ptr<Backend> be = MakeCpuBackend();
   Transformer model(d, be.get(), DType::kF32);
   model.InitParams(3);
-  HostBatch hb = MakeBatch(d.vocab);
+  testing::PackedTestBatch hb = MakeBatch(d.vocab);
   Recorder rec;
   model.set_residency(&rec);
   model.grads().Zero();
-  model.ForwardBackward(hb.tensors(), 1.0, /*backward=*/true);
+  model.ForwardBackward(hb.Tensors(), 1.0, /*backward=*/true);
   const std::vector<std::string> train = {"A0F+", "A1F+", "R1F+", "A2F+", "R2F+", "A3F+", "R3F+", "R0F+",
                                           "A0B+", "A3B+", "R3B+", "A2B+", "R2B+", "A1B+", "R1B+", "R0B+"};
   EXPECT_EQ(rec.calls, train);
   rec.calls.clear();
-  model.ForwardBackward(hb.tensors(), 1.0, /*backward=*/false);
+  model.ForwardBackward(hb.Tensors(), 1.0, /*backward=*/false);
   const std::vector<std::string> fwd = {"A0F", "A1F", "R1F", "A2F", "R2F", "A3F", "R3F", "R0F"};
   EXPECT_EQ(rec.calls, fwd);
   rec.calls.clear();
-  std::vector<float> logits(hb.inputs.size() * d.vocab);
-  model.ForwardLogits(hb.tensors(), Tensor(logits.data(), DType::kF32, {static_cast<int64_t>(hb.inputs.size()), d.vocab}));
+  std::vector<float> logits(hb.ids.size() * d.vocab);
+  model.ForwardLogits(hb.Tensors(), Tensor(logits.data(), DType::kF32, {hb.tokens(), d.vocab}));
   EXPECT_EQ(rec.calls, fwd);
   model.set_residency(nullptr);
   rec.calls.clear();
-  model.ForwardBackward(hb.tensors(), 1.0, true);
+  model.ForwardBackward(hb.Tensors(), 1.0, true);
   EXPECT_TRUE(rec.calls.empty());
 }
 
@@ -146,7 +135,7 @@ TEST(ParamResidencyTest, FreeingEveryBufferBetweenUsesChangesNoBit) {
     Transformer ref(d, be.get(), DType::kF32), off(d, be.get(), DType::kF32);
     ref.InitParams(11);
     off.InitParams(11);
-    HostBatch hb = MakeBatch(d.vocab);
+    testing::PackedTestBatch hb = MakeBatch(d.vocab);
     ref.grads().Zero();
     off.grads().Zero();
     Offloader hook(&off);
@@ -156,11 +145,11 @@ TEST(ParamResidencyTest, FreeingEveryBufferBetweenUsesChangesNoBit) {
       EXPECT_FALSE(off.grads().allocated(b));
     }
     for (int micro = 0; micro < 2; ++micro) {  // gradients accumulate across micro-batches
-      const double lr = ref.ForwardBackward(hb.tensors(), 0.25, true);
-      const double lo = off.ForwardBackward(hb.tensors(), 0.25, true);
+      const double lr = ref.ForwardBackward(hb.Tensors(), 0.25, true);
+      const double lo = off.ForwardBackward(hb.Tensors(), 0.25, true);
       EXPECT_EQ(lr, lo) << "tied " << tied;
     }
-    EXPECT_EQ(ref.ForwardBackward(hb.tensors(), 1.0, false), off.ForwardBackward(hb.tensors(), 1.0, false));
+    EXPECT_EQ(ref.ForwardBackward(hb.Tensors(), 1.0, false), off.ForwardBackward(hb.Tensors(), 1.0, false));
     EXPECT_EQ(off.params().allocated_bytes(), 0);
     EXPECT_EQ(off.grads().allocated_bytes(), 0);
     for (int b = 0; b < d.layers + 1; ++b) {
