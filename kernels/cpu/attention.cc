@@ -71,7 +71,7 @@ const AttentionTileKernels<double>& KernelsFor<double>(const AttentionConfig&) {
 // ran ~25 % slower.
 template <class T>
 struct Scratch {
-  std::vector<T> qt, kt, vt, kd, vd, s, dp, acc, acc2, qs, dos, dqa;
+  LineVector<T> qt, kt, vt, kd, vd, s, dp, acc, acc2, qs, dos, dqa;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<T> softmax;  // the forward's statistics
   explicit Scratch(int64_t d)
@@ -190,10 +190,10 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
   // them per call cost page faults (RunItems says more).
   // (References taken here: inside the parallel loops a thread_local name
   // would be each worker's own.)
-  static thread_local std::vector<T> kept_drow, kept_dk_part, kept_dv_part;
-  std::vector<T>& drow = kept_drow;
-  std::vector<T>& dk_part = kept_dk_part;
-  std::vector<T>& dv_part = kept_dv_part;
+  static thread_local LineVector<T> kept_drow, kept_dk_part, kept_dv_part;
+  LineVector<T>& drow = kept_drow;
+  LineVector<T>& dk_part = kept_dk_part;
+  LineVector<T>& dv_part = kept_dv_part;
   drow.resize(static_cast<size_t>(c.heads * c.n));
   T* const drow_data = drow.data();
   const int64_t n = c.n, heads = c.heads, d = c.d;

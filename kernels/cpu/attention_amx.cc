@@ -45,8 +45,8 @@ struct PackedKv {
   int64_t rows = 0;  // tokens rounded up to even, plus a zero tail of one tile
   int kp = 0;        // k-pairs of a K row (head_dim / 2)
   int64_t d = 0;
-  std::vector<uint32_t> k;     // [kv_heads][rows][kp]: A rows
-  std::vector<uint32_t> v[2];  // parity e: [kv_heads][rows / 2][d], pair p = keys (2p + e, 2p + e + 1)
+  LineVector<uint32_t> k;     // [kv_heads][rows][kp]: A rows
+  LineVector<uint32_t> v[2];  // parity e: [kv_heads][rows / 2][d], pair p = keys (2p + e, 2p + e + 1)
   const uint32_t* KRows(int64_t g, int64_t t) const { return k.data() + (g * rows + t) * kp; }
   const uint32_t* VPairs(int64_t g, int64_t t) const {
     const int e = static_cast<int>(t & 1);
@@ -91,8 +91,8 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
 }
 
 struct AmxScratch {
-  std::vector<float> st, acc, acc2, s, dp, qs, dos, dqa;
-  std::vector<uint32_t> qb, pa, pt, dst, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
+  LineVector<float> st, acc, acc2, s, dp, qs, dos, dqa;
+  LineVector<uint32_t> qb, pa, pt, dst, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
@@ -137,8 +137,8 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
 // [u, u + nq) of the item's dense rows. The item's pre-converted pairs when u
 // is even (pairs past the segment's end are the zero tail), else converted
 // here with zero padding to kpq pairs.
-const uint32_t* QueryPairs(const std::vector<uint32_t>& packed, const std::vector<float>& dense, int64_t u, int nq,
-                           int di, int kpq, std::vector<uint32_t>& tile) {
+const uint32_t* QueryPairs(const LineVector<uint32_t>& packed, const LineVector<float>& dense, int64_t u, int nq,
+                           int di, int kpq, LineVector<uint32_t>& tile) {
   if (u % 2 == 0) return packed.data() + (u / 2) * di;
   amx::PackPairsOfRows(dense.data() + u * di, di, nq, di, tile.data(), di);
   ZeroPairs(tile.data(), di, (nq + 1) / 2, kpq);
