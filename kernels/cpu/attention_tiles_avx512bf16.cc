@@ -47,10 +47,13 @@ inline __mmask16 FirstLanes(int count) {
 }
 
 // 16 lanes of pairs (lo[x], hi[x]) as bf16: lo in the low half of each 32-bit lane.
+// One two-source conversion (bf16 lanes 0-15 from lo, 16-31 from hi) and one
+// word permute that interleaves them: two instructions instead of six
+// (two conversions, two zero-extensions, shift, or), the same rounding.
 inline __m512i PairLanes(__m512 lo, __m512 hi) {
-  const __m512i l = _mm512_cvtepu16_epi32((__m256i)(_mm512_cvtneps_pbh(lo)));
-  const __m512i h = _mm512_cvtepu16_epi32((__m256i)(_mm512_cvtneps_pbh(hi)));
-  return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, (__m512i)(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
 }  // namespace
