@@ -66,12 +66,17 @@ const AttentionTileKernels<double>& AttentionTileKernelsF64();
 // Tile products of bf16 operands (Q, K, V, dO, P, dS rounded to bf16, round
 // to nearest even) with fp32 accumulation: on AMX (tdpbf16ps) where the CPU
 // has it and allow_amx, else on AVX512-BF16 (vdpbf16ps); the softmax passes
-// are the fp32 AVX-512 ones. Null where the CPU (or build) has neither:
+// are the AVX-512 ones with the bf16-accuracy exp (AttentionTilesAvx512Bf16Exp:
+// statistics and sums stay fp32). Null where the CPU (or build) has neither:
 // attention then stays fp32 at precision bf16.
 const AttentionTileKernels<float>* AttentionTileKernelsBf16(bool allow_amx = true);
 
 // The per-ISA tables (null where the build has no such code: non-x86 hosts).
 const AttentionTileKernels<float>* AttentionTilesAvx512();  // attention_tiles_avx512.cc
+// The AVX-512 table with the softmax passes' exp at bf16 accuracy (< 1e-5
+// relative instead of 3e-7; attention_tiles_avx512.cc Exp16Bf16): the
+// softmax passes of the bf16 tables below.
+const AttentionTileKernels<float>* AttentionTilesAvx512Bf16Exp();
 const AttentionTileKernels<float>* AttentionTilesAvx2();    // attention_tiles_avx2.cc
 const AttentionTileKernels<float>& AttentionTilesScalarF32();  // attention_tiles_scalar.cc
 const AttentionTileKernels<float>* AttentionTilesAvx512Bf16();  // attention_tiles_avx512bf16.cc

@@ -48,6 +48,34 @@ inline __m512 Exp16(__m512 x) {
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), _mm512_scalef_ps(y, fx));
 }
 
+// exp for the softmax passes of attention with bf16 tile products, where P
+// and dS are rounded to bf16 (relative step 2^-8) before they meet V, dO, K or
+// Q: 2^(x log2 e) as 2^n * p(f), n = round(x log2 e), f = x log2 e - n in
+// [-1/2, 1/2], p a degree-4 fit of 2^f (relative error 2.9e-6 on the interval;
+// with the rounding of x log2 e at most 6.7e-6 over [-87, 10], ~600 times
+// below the bf16 step), vscalefps applying 2^n. Eight vector
+// instructions against Exp16's fifteen; exactly 1 at 0, 0 below -87.34 (and
+// for -inf), +inf above ~88.7, NaN stays NaN. Only the bf16 tables use it:
+// fp32 attention keeps Exp16 (3e-7).
+inline __m512 Exp16Bf16(__m512 x) {
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 y = _mm512_set1_ps(9.582855739e-03f);
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.590646714e-02f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.402409911e-01f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.931241751e-01f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.f));
+  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~tiny), y, n);
+}
+
+template <bool kBf16Exp>
+inline __m512 SoftmaxExp(__m512 x) {
+  if constexpr (kBf16Exp) return Exp16Bf16(x);
+  return Exp16(x);
+}
+
 // Lanes x0 + [0, 16) that lie in [lo, hi).
 inline __mmask16 RangeMask(int lo, int hi, int x0) {
   const int a = lo - x0 < 0 ? 0 : (lo - x0 > 16 ? 16 : lo - x0);
@@ -119,35 +147,59 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
   }
 }
 
+// The softmax passes walk one 16-query vector at a time down the tile's rows,
+// so the running max, msafe and the sums stay in registers (a row-outer loop
+// loaded and stored them for every row); each lane still sees its rows in
+// ascending order, so the results are those of the row-outer loop. Rows whose
+// visible range covers the whole vector skip the mask arithmetic.
 void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn) {
-  for (int j = 0; j < rows; ++j) {
-    const float* row = s + j * ld;
-    for (int x = ra[j] & ~15; x < rb[j]; x += 16) {
+  int lo = 1 << 30, hi = 0;  // union of the visible ranges
+  for (int j = 0; j < rows; ++j)
+    if (rb[j] > ra[j]) lo = ra[j] < lo ? ra[j] : lo, hi = rb[j] > hi ? rb[j] : hi;
+  for (int x = lo & ~15; x < hi; x += 16) {
+    const __mmask16 any = RangeMask(lo, hi, x);
+    __m512 cur = _mm512_maskz_loadu_ps(any, mn + x);
+    for (int j = 0; j < rows; ++j) {
+      const float* row = s + j * ld;
+      if (ra[j] <= x && rb[j] >= x + 16) {
+        cur = _mm512_max_ps(_mm512_loadu_ps(row + x), cur);
+        continue;
+      }
       const __mmask16 m = RangeMask(ra[j], rb[j], x);
-      const __m512 cur = _mm512_maskz_loadu_ps(m, mn + x);
-      _mm512_mask_storeu_ps(mn + x, m, _mm512_max_ps(_mm512_maskz_loadu_ps(m, row + x), cur));
+      cur = _mm512_mask_max_ps(cur, m, _mm512_maskz_loadu_ps(m, row + x), cur);
     }
+    _mm512_mask_storeu_ps(mn + x, any, cur);
   }
 }
 
+template <bool kBf16Exp>
 void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* rb, const float* msafe, float* l) {
-  for (int j = 0; j < rows; ++j) {
-    float* row = s + j * ld;
-    for (int x = 0; x < len; x += 16) {
-      const __mmask16 in = RangeMask(0, len, x);
+  for (int x = 0; x < len; x += 16) {
+    const __mmask16 in = RangeMask(0, len, x);
+    const __m512 mv = _mm512_maskz_loadu_ps(in, msafe + x);
+    __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
+    for (int j = 0; j < rows; ++j) {
+      float* row = s + j * ld;
+      if (ra[j] <= x && rb[j] >= x + 16) {
+        const __m512 p = SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_loadu_ps(row + x), mv));
+        _mm512_mask_storeu_ps(row + x, in, p);
+        lv = _mm512_add_ps(lv, p);
+        continue;
+      }
       const __mmask16 vis = RangeMask(ra[j], rb[j], x);
       if (vis == 0) {
         _mm512_mask_storeu_ps(row + x, in, _mm512_setzero_ps());
         continue;
       }
-      const __m512 p = _mm512_maskz_mov_ps(
-          vis, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, row + x), _mm512_maskz_loadu_ps(vis, msafe + x))));
+      const __m512 p = _mm512_maskz_mov_ps(vis, SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, row + x), mv)));
       _mm512_mask_storeu_ps(row + x, in, p);
-      _mm512_mask_storeu_ps(l + x, vis, _mm512_add_ps(_mm512_maskz_loadu_ps(vis, l + x), p));
+      lv = _mm512_mask_add_ps(lv, vis, lv, p);
     }
+    _mm512_mask_storeu_ps(l + x, in, lv);
   }
 }
 
+template <bool kBf16Exp>
 void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra, const int* rb, const float* lse,
                   const float* drow) {
   for (int i = 0; i < rows; ++i) {
@@ -155,9 +207,16 @@ void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra,
     float* dsrow = ds + i * ld;
     const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
     for (int x = 0; x < len; x += 16) {
+      if (ra[i] <= x && rb[i] >= x + 16) {
+        const __m512 px = SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_loadu_ps(prow + x), lv));
+        _mm512_storeu_ps(dsrow + x, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_loadu_ps(dsrow + x), dv)));
+        _mm512_storeu_ps(prow + x, px);
+        continue;
+      }
       const __mmask16 in = RangeMask(0, len, x);
       const __mmask16 vis = RangeMask(ra[i], rb[i], x);
-      const __m512 px = _mm512_maskz_mov_ps(vis, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, prow + x), lv)));
+      const __m512 px =
+          _mm512_maskz_mov_ps(vis, SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, prow + x), lv)));
       const __m512 dsx = _mm512_maskz_mov_ps(
           vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_loadu_ps(vis, dsrow + x), dv)));
       _mm512_mask_storeu_ps(prow + x, in, px);
@@ -166,11 +225,14 @@ void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra,
   }
 }
 
-const AttentionTileKernels<float> kTiles = {"avx512", Gemm, TileMax, TileExpSum, TileBackward};
+const AttentionTileKernels<float> kTiles = {"avx512", Gemm, TileMax, TileExpSum<false>, TileBackward<false>};
+const AttentionTileKernels<float> kTilesBf16Exp = {"avx512-bf16-exp", Gemm, TileMax, TileExpSum<true>,
+                                                   TileBackward<true>};
 
 }  // namespace
 
 const AttentionTileKernels<float>* AttentionTilesAvx512() { return &kTiles; }
+const AttentionTileKernels<float>* AttentionTilesAvx512Bf16Exp() { return &kTilesBf16Exp; }
 
 }  // namespace longctx::cpu
 
@@ -180,6 +242,7 @@ const AttentionTileKernels<float>* AttentionTilesAvx512() { return &kTiles; }
 
 namespace longctx::cpu {
 const AttentionTileKernels<float>* AttentionTilesAvx512() { return nullptr; }
+const AttentionTileKernels<float>* AttentionTilesAvx512Bf16Exp() { return nullptr; }
 }  // namespace longctx::cpu
 
 #endif

@@ -450,7 +450,7 @@ void Product(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t
 }  // namespace amx
 
 const AttentionTileKernels<float>* AttentionTilesAmxBf16() {
-  const AttentionTileKernels<float>* f32 = AttentionTilesAvx512();
+  const AttentionTileKernels<float>* f32 = AttentionTilesAvx512Bf16Exp();
   if (f32 == nullptr || !__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("amx-tile") ||
       !AmxPermitted())
     return nullptr;
@@ -460,7 +460,7 @@ const AttentionTileKernels<float>* AttentionTilesAmxBf16() {
 }
 
 const AttentionTileKernels<float>* AttentionTilesAvx512Bf16() {
-  const AttentionTileKernels<float>* f32 = AttentionTilesAvx512();
+  const AttentionTileKernels<float>* f32 = AttentionTilesAvx512Bf16Exp();
   if (f32 == nullptr) return nullptr;
   static const AttentionTileKernels<float> tiles = {"avx512-bf16", Gemm, f32->tile_max, f32->tile_exp_sum,
                                                     f32->tile_backward};

@@ -660,6 +660,52 @@ TEST(OnlineSoftmax, FloatExpIsAccurateAndVectorFriendly) {
   EXPECT_EQ(math::Exp(-std::numeric_limits<double>::infinity()), 0.0);
 }
 
+// The softmax passes of the bf16 tables use a cheaper exp (bf16 accuracy:
+// P and dS are rounded to bf16 before any product). Checked through the table
+// itself, on one score row, against the double exp: forward (exp and row sums)
+// and backward (P = exp(s - lse), dS = P (dP - D)).
+TEST(OnlineSoftmax, Bf16TablesExpIsAccurateToFarBelowBf16) {
+  const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16();
+  if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16: no bf16 tables";
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> xs;
+  for (int i = 0; i <= 100000; ++i) xs.push_back(-87.0f * static_cast<float>(i) / 100000.0f);
+  for (int i = 1; i <= 1000; ++i) xs.push_back(10.0f * static_cast<float>(i) / 1000.0f);  // backward: s - lse > 0
+  const std::vector<float> special = {0.0f, -0.0f, -inf, -88.0f, -200.0f, 100.0f, inf,
+                                      std::numeric_limits<float>::quiet_NaN()};
+  xs.insert(xs.end(), special.begin(), special.end());
+  const int len = static_cast<int>(xs.size());
+  const int ra = 0, rb = len;
+  // Forward pass: one row (key) over len queries, msafe = 0, l starts at 1.
+  std::vector<float> s = xs, msafe(len, 0.f), l(len, 1.f);
+  k->tile_exp_sum(s.data(), 1, len, len, &ra, &rb, msafe.data(), l.data());
+  // Backward pass: len queries of one key each, lse = 0, D = 0.5, dP = 2.
+  std::vector<float> p = xs, ds(len, 2.f), lse(len, 0.f), drow(len, 0.5f);
+  std::vector<int> ras(len, 0), rbs(len, 1);
+  k->tile_backward(p.data(), ds.data(), len, 1, 1, ras.data(), rbs.data(), lse.data(), drow.data());
+  double worst = 0;
+  for (int i = 0; i < len - static_cast<int>(special.size()); ++i) {
+    const double want = std::exp(static_cast<double>(xs[i]));
+    worst = std::max(worst, std::fabs(s[i] - want) / want);
+    ASSERT_EQ(p[i], s[i]) << xs[i];  // one exp for both passes
+    ASSERT_EQ(l[i], 1.f + s[i]) << xs[i];
+    ASSERT_EQ(ds[i], s[i] * 1.5f) << xs[i];
+  }
+  // The fit's 2.9e-6 plus the rounding of x log2(e) (up to ~4e-6 near x = -87);
+  // bf16's step is 3.9e-3.
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_GT(worst, 1e-6);  // the cheaper function runs (the fp32 exp stays below 3e-7)
+  const int base = len - static_cast<int>(special.size());
+  EXPECT_EQ(s[base + 0], 1.f);  // exp(0) = 1 exactly
+  EXPECT_EQ(s[base + 1], 1.f);
+  EXPECT_EQ(s[base + 2], 0.f);  // -inf, and below the normal range: exactly 0
+  EXPECT_EQ(s[base + 3], 0.f);
+  EXPECT_EQ(s[base + 4], 0.f);
+  EXPECT_EQ(s[base + 5], inf);
+  EXPECT_EQ(s[base + 6], inf);
+  EXPECT_TRUE(std::isnan(s[base + 7]));
+}
+
 TEST(OnlineSoftmax, TileByTileEqualsWholeRowAndMergeIsExact) {
   std::mt19937 rng(3);
   std::normal_distribution<double> dist(0.0, 4.0);
