@@ -35,6 +35,11 @@ namespace {
 
 inline int RoundUp16(int x) { return (x + 15) / 16 * 16; }
 
+// Keys per block of the backward: 128, so dQ += dS K runs four k-steps per
+// load and store of its C tiles instead of two (the same k-steps in the same
+// order as two 64-key blocks: the same bits). The forward keeps kBlockK.
+constexpr int kBwdKeys = 128;
+
 // Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
 void ZeroPairs(uint32_t* b, int ld, int from, int to) {
   if (to > from) std::memset(b + static_cast<size_t>(from) * ld, 0, sizeof(uint32_t) * (to - from) * ld);
@@ -96,10 +101,10 @@ struct AmxScratch {
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
-      : st(kBlockK * kBlockQ), acc(kBlockK * d), acc2(kBlockK * d), s(kBlockQ * kBlockK),
-        dp(kBlockQ * kBlockK), qb(d / 2 * kBlockQ), pa(kBlockK * kBlockK / 2), pt(kBlockK * kBlockQ), dst(kBlockK * kBlockQ),
-        vb(kBlockK / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d), ktb(d / 2 * kBlockK), vtb(d / 2 * kBlockK),
-        kdb(kBlockK / 2 * d), ra(kBlockK), rb(kBlockK) {}
+      : st(kBlockK * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
+        dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2), pt(kBwdKeys * kBlockQ),
+        dst(kBwdKeys * kBlockQ), vb(kBlockK / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d),
+        ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
 
 void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const PackedKv& kv) {
@@ -182,13 +187,13 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   float* s = w.s.data();
   float* dp = w.dp.data();
   amx::LoadTileConfig();
-  for (int64_t j0 = sb; j0 < se; j0 += kBlockK) {
-    const int64_t j1 = std::min<int64_t>(j0 + kBlockK, se);
+  for (int64_t j0 = sb; j0 < se; j0 += kBwdKeys) {
+    const int64_t j1 = std::min<int64_t>(j0 + kBwdKeys, se);
     const int nk = static_cast<int>(j1 - j0), mk = RoundUp16(nk), kpk = RoundUp16((nk + 1) / 2);
     const float* kb = c.k + j0 * c.sk + g * d;
     // Kᵀ and Vᵀ as B, [kp][64] (columns past mk are not read).
-    amx::PackRowPairsTransposed(kb, c.sk, nk, di, 1.f, w.ktb.data(), kBlockK);
-    amx::PackRowPairsTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, di, 1.f, w.vtb.data(), kBlockK);
+    amx::PackRowPairsTransposed(kb, c.sk, nk, di, 1.f, w.ktb.data(), kBwdKeys);
+    amx::PackRowPairsTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, di, 1.f, w.vtb.data(), kBwdKeys);
     amx::PackPairsOfRows(kb, c.sk, nk, di, w.kdb.data(), di);                         // K as B: key pairs
     ZeroPairs(w.kdb.data(), di, (nk + 1) / 2, kpk);
     std::fill(dka, dka + mk * d, 0.f);
@@ -201,24 +206,24 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
       const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
       const int kpq = RoundUp16((nq + 1) / 2);
       const int64_t u = t0 - sb;
-      amx::Product(mq, mk, kp, w.qsa.data() + u * kp, kp, w.ktb.data(), kBlockK, s, kBlockK, false);   // S
-      amx::Product(mq, mk, kp, w.dosa.data() + u * kp, kp, w.vtb.data(), kBlockK, dp, kBlockK, false);  // dP
+      amx::Product(mq, mk, kp, w.qsa.data() + u * kp, kp, w.ktb.data(), kBwdKeys, s, kBwdKeys, false);   // S
+      amx::Product(mq, mk, kp, w.dosa.data() + u * kp, kp, w.vtb.data(), kBwdKeys, dp, kBwdKeys, false);  // dP
       for (int r = 0; r < nq; ++r) {
         const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
         ra[r] = rr.a;
         rb[r] = rr.b;
       }
-      K.tile_backward(s, dp, nq, kBlockK, nk, ra, rb, lse + t0, drow + t0);  // s = P, dp = dS
+      K.tile_backward(s, dp, nq, kBwdKeys, nk, ra, rb, lse + t0, drow + t0);  // s = P, dp = dS
       // Pᵀ and dSᵀ as A rows [mk][pairs], row stride kBlockQ pairs: a full tile
       // at an even offset waits there (pairs 0-31) for the next tile (pairs
       // 32-63), so dV and dK take both in one product — k-steps in the same
       // order, C stored and reloaded half as often, the same bits.
       const int off = pending ? kBlockQ / 2 : 0;
-      amx::PackPairsOfColumns(s, kBlockK, nq, nk, w.pt.data() + off, kBlockQ);
-      amx::PackPairsOfColumns(dp, kBlockK, nq, nk, w.dst.data() + off, kBlockQ);
+      amx::PackPairsOfColumns(s, kBwdKeys, nq, nk, w.pt.data() + off, kBlockQ);
+      amx::PackPairsOfColumns(dp, kBwdKeys, nq, nk, w.dst.data() + off, kBlockQ);
       // dQ += dS K: dS as A rows, zero where the tile is partial.
       if (nq != mq || 2 * kpk != nk) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
-      amx::PackPairsAlongRows(dp, kBlockK, nq, nk, w.pa.data(), kpk);
+      amx::PackPairsAlongRows(dp, kBwdKeys, nq, nk, w.pa.data(), kpk);
       amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);
       if (!pending && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
         pending = true;
