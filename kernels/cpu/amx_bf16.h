@@ -48,6 +48,13 @@ void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* 
 // zero beyond m and k. The same bits as scaling into a transposed fp32 copy and
 // PackPairsOfRows of it.
 void PackRowPairsTransposed(const float* src, ptrdiff_t ld, int m, int k, float scale, uint32_t* out, int out_ld);
+// scale * [m][k] (row stride ld) in both layouts in one pass: A rows
+// a_out[i * a_ld + p] (pairs p < ceil(k / 2)) and pairs of rows
+// b_out[p * b_ld + x] (p < ceil(m / 2), the odd last row with zero); either
+// output may be null. The same bits as PackPairsAlongRows / PackPairsOfRows
+// of a scaled fp32 copy.
+void PackScaledRowsAndPairs(const float* src, ptrdiff_t ld, int m, int k, float scale, uint32_t* a_out, int a_ld,
+                            uint32_t* b_out, int b_ld);
 // A at any strides, element by element -> A layout (pairs p < ceil(k / 2)).
 void PackPairsStrided(const float* src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, uint32_t* out, int out_ld);
 

@@ -96,7 +96,7 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
 }
 
 struct AmxScratch {
-  LineVector<float> st, acc, acc2, s, dp, qs, dos, dqa;
+  LineVector<float> st, acc, acc2, s, dp, dqa;
   LineVector<uint32_t> qb, pa, pt, dst, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
@@ -139,13 +139,13 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
 }
 
 // B operand for dV += Pᵀ dO or dK += dSᵀ Qs: pairs of the tile's queries
-// [u, u + nq) of the item's dense rows. The item's pre-converted pairs when u
-// is even (pairs past the segment's end are the zero tail), else converted
-// here with zero padding to kpq pairs.
-const uint32_t* QueryPairs(const LineVector<uint32_t>& packed, const LineVector<float>& dense, int64_t u, int nq,
-                           int di, int kpq, LineVector<uint32_t>& tile) {
+// [u, u + nq) of the item's segment. The item's pre-converted pairs when u is
+// even (pairs past the segment's end are the zero tail), else converted here
+// from the rows (row stride ld, times scale) with zero padding to kpq pairs.
+const uint32_t* QueryPairs(const LineVector<uint32_t>& packed, const float* rows, int64_t ld, float scale, int64_t u,
+                           int nq, int di, int kpq, LineVector<uint32_t>& tile) {
   if (u % 2 == 0) return packed.data() + (u / 2) * di;
-  amx::PackPairsOfRows(dense.data() + u * di, di, nq, di, tile.data(), di);
+  amx::PackScaledRowsAndPairs(rows + u * ld, ld, nq, di, scale, nullptr, 0, tile.data(), di);
   ZeroPairs(tile.data(), di, (nq + 1) / 2, kpq);
   return tile.data();
 }
@@ -158,12 +158,13 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   const float* drow = c.drow + h * c.n;
   int* ra = w.ra.data();
   int* rb = w.rb.data();
-  // Scaled Q and dO of this segment and head, dense [len][d] (fp32, then
-  // rounded once): as A rows [len + tail][kp] and as query pairs
-  // [(len + tail) / 2][d]; the tails are zero. dQ accumulator with room for
-  // a whole last tile.
+  // Scaled Q and dO of this segment and head (fp32 product, then rounded
+  // once), packed straight from their rows: as A rows [len + tail][kp] and as
+  // query pairs [(len + tail) / 2][d]; the tails are zero. dQ accumulator with
+  // room for a whole last tile.
   const int64_t rows = (len + 1) / 2 * 2 + kBlockQ;
-  StageQueries(c, it, w.qs, w.dos);
+  const float* q_rows = c.q + sb * c.sq + h * d;
+  const float* do_rows = c.d_o + sb * c.sdo + h * d;
   w.dqa.assign(static_cast<size_t>(rows * d), 0.f);
   // Only the tails are cleared (the buffers are kept across items and calls);
   // the packers write everything before them.
@@ -177,10 +178,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   std::fill(w.dosb.begin() + (len + 1) / 2 * d, w.dosb.end(), 0u);
   if (len > 0) {
     const int li = static_cast<int>(len);
-    amx::PackPairsAlongRows(w.qs.data(), d, li, di, w.qsa.data(), kp);
-    amx::PackPairsAlongRows(w.dos.data(), d, li, di, w.dosa.data(), kp);
-    amx::PackPairsOfRows(w.qs.data(), d, li, di, w.qsb.data(), di);
-    amx::PackPairsOfRows(w.dos.data(), d, li, di, w.dosb.data(), di);
+    amx::PackScaledRowsAndPairs(q_rows, c.sq, li, di, c.scale, w.qsa.data(), kp, w.qsb.data(), di);
+    amx::PackScaledRowsAndPairs(do_rows, c.sdo, li, di, 1.f, w.dosa.data(), kp, w.dosb.data(), di);
   }
   float* dka = w.acc.data();
   float* dva = w.acc2.data();
@@ -232,8 +231,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
       }
       const int64_t u0 = pending ? pending_u : u;
       const int rows = off * 2 + nq, kpt = off + kpq;
-      const uint32_t* dob = QueryPairs(w.dosb, w.dos, u0, rows, di, kpt, w.tb);
-      const uint32_t* qsb = QueryPairs(w.qsb, w.qs, u0, rows, di, kpt, w.tb2);
+      const uint32_t* dob = QueryPairs(w.dosb, do_rows, c.sdo, 1.f, u0, rows, di, kpt, w.tb);
+      const uint32_t* qsb = QueryPairs(w.qsb, q_rows, c.sq, c.scale, u0, rows, di, kpt, w.tb2);
       amx::Product(mk, di, kpt, w.pt.data(), kBlockQ, dob, di, dva, di, true);   // dV += Pᵀ dO
       amx::Product(mk, di, kpt, w.dst.data(), kBlockQ, qsb, di, dka, di, true);  // dK += dSᵀ Qs
       pending = false;

@@ -93,6 +93,38 @@ void PackPairsAlongRows(const float* src, ptrdiff_t ld, int m, int k, uint32_t* 
   }
 }
 
+// Both layouts of scale * src ([m][k], row stride ld) in one pass over it: A
+// rows (a_out[i * a_ld + p], pairs p < ceil(k / 2)) and pairs of rows
+// (b_out[p * b_ld + x], p < ceil(m / 2), x < k; an odd last row pairs with
+// zero); either output may be null. The fp32 product then the rounding, as
+// scaling into a copy and PackPairsAlongRows / PackPairsOfRows of it would do.
+void PackScaledRowsAndPairs(const float* src, ptrdiff_t ld, int m, int k, float scale, uint32_t* a_out, int a_ld,
+                            uint32_t* b_out, int b_ld) {
+  const __m512 sv = _mm512_set1_ps(scale);
+  for (int i = 0; i < m; i += 2) {
+    const float* r0 = src + i * ld;
+    const float* r1 = r0 + ld;
+    const bool has1 = i + 1 < m;
+    for (int x = 0; x < k; x += 32) {
+      const __mmask16 m0 = FirstLanes(k - x), m1 = FirstLanes(k - x - 16 > 0 ? k - x - 16 : 0);
+      const __m512 a0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, r0 + x), sv);
+      const __m512 a1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, r0 + x + 16), sv);
+      const __m512 b0 = has1 ? _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, r1 + x), sv) : _mm512_setzero_ps();
+      const __m512 b1 = has1 ? _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, r1 + x + 16), sv) : _mm512_setzero_ps();
+      if (a_out != nullptr) {
+        const __mmask16 np = FirstLanes(std::min(16, (k - x + 1) / 2));
+        _mm512_mask_storeu_epi32(a_out + i * a_ld + x / 2, np, (__m512i)(_mm512_cvtne2ps_pbh(a1, a0)));
+        if (has1) _mm512_mask_storeu_epi32(a_out + (i + 1) * a_ld + x / 2, np, (__m512i)(_mm512_cvtne2ps_pbh(b1, b0)));
+      }
+      if (b_out != nullptr) {
+        uint32_t* out = b_out + (i / 2) * b_ld + x;
+        _mm512_mask_storeu_epi32(out, m0, PairLanes(a0, b0));
+        if (m1 != 0) _mm512_mask_storeu_epi32(out + 16, m1, PairLanes(a1, b1));
+      }
+    }
+  }
+}
+
 // A at any strides (A(i, kk) = src[i * rs + kk * cs]) -> rows of k-pairs
 // out[i][p], one element at a time (no attention product uses this).
 void PackPairsStrided(const float* src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, uint32_t* out, int out_ld) {
