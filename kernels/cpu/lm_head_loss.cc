@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/line_vector.h"
 #include "kernels/dispatch.h"
 #include "kernels/math/cross_entropy.h"
 #include "kernels/math/online_softmax.h"
@@ -44,7 +45,7 @@ DType DTypeOf() {
 // The [chunk, V] logits scratch: grown on demand, kept for the thread's life.
 template <class T>
 T* LogitsScratch(int64_t elems) {
-  thread_local std::vector<T> buffer;
+  thread_local LineVector<T> buffer;  // on cache lines: the GEMMs' C and A
   if (static_cast<int64_t>(buffer.size()) < elems) {
     buffer.clear();
     buffer.shrink_to_fit();

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <new>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +26,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
+#include "kernels/cpu/line_vector.h"
 #include "kernels/math/bf16.h"
 #include "kernels/status_macros.h"
 #include "model/config.h"
@@ -129,29 +129,13 @@ namespace {
 // kBF16, made by to_element from uniform [-1, 1) values, seed 1) into an fp32
 // C, 2·n³ FLOPs a call. The call r = 0 warms caches and the thread pool (and
 // builds oneDNN's primitive), untimed.
-//
-// The operands start on cache lines (64-byte aligned): with std::vector's
-// 16-byte alignment the rows of A and B started wherever the heap put them,
-// and the peak of a run moved with it (measured: bf16 1,197-1,593 GFLOP/s
-// between invocations on one machine).
-template <typename T>
-struct LineAligned {
-  using value_type = T;
-  LineAligned() = default;
-  template <class U>
-  LineAligned(const LineAligned<U>&) {}  // NOLINT(runtime/explicit): allocator rebinding
-  T* allocate(size_t k) { return static_cast<T*>(::operator new(sizeof(T) * k, std::align_val_t(64))); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
-  template <class U>
-  bool operator==(const LineAligned<U>&) const {
-    return true;
-  }
-};
-
+// The operands start on cache lines (cpu::LineVector): with std::vector's
+// 16-byte alignment the peak of a run moved with where the heap put them
+// (bf16 1,412-1,496 GFLOP/s over six invocations, aligned 1,475-1,661).
 template <typename T, typename Gemm>
 double MeasureGemmPeakGflops(int n, int repeats, DType dtype, T (*to_element)(float), Gemm gemm) {
-  std::vector<T, LineAligned<T>> a(static_cast<size_t>(n) * n), b(a.size());
-  std::vector<float, LineAligned<float>> c(a.size(), 0.f);
+  cpu::LineVector<T> a(static_cast<size_t>(n) * n), b(a.size());
+  cpu::LineVector<float> c(a.size(), 0.f);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (size_t i = 0; i < a.size(); ++i) {
