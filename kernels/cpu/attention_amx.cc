@@ -161,13 +161,17 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   // Scaled Q and dO of this segment and head (fp32 product, then rounded
   // once), packed straight from their rows: as A rows [len + tail][kp] and as
   // query pairs [(len + tail) / 2][d]; the tails are zero. dQ accumulator with
-  // room for a whole last tile.
+  // room for a whole last tile. Packed rows and zeroed dQ rows are made as the
+  // key loop first needs them, and dQ rows are written out as soon as no later
+  // key block can reach them (queries before the next block's first key): a
+  // sliding window's backward then works on the window's rows while they are
+  // in cache instead of streaming whole-segment passes through memory.
   const int64_t rows = (len + 1) / 2 * 2 + kBlockQ;
   const float* q_rows = c.q + sb * c.sq + h * d;
   const float* do_rows = c.d_o + sb * c.sdo + h * d;
-  w.dqa.assign(static_cast<size_t>(rows * d), 0.f);
-  // Only the tails are cleared (the buffers are kept across items and calls);
-  // the packers write everything before them.
+  w.dqa.resize(static_cast<size_t>(rows * d));
+  // Only the tails are cleared here (the buffers are kept across items and
+  // calls); the packers write everything before them.
   w.qsa.resize(static_cast<size_t>(rows * kp));
   w.dosa.resize(w.qsa.size());
   w.qsb.resize(static_cast<size_t>(rows / 2 * d));
@@ -176,11 +180,24 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   std::fill(w.dosa.begin() + len * kp, w.dosa.end(), 0u);
   std::fill(w.qsb.begin() + (len + 1) / 2 * d, w.qsb.end(), 0u);
   std::fill(w.dosb.begin() + (len + 1) / 2 * d, w.dosb.end(), 0u);
-  if (len > 0) {
-    const int li = static_cast<int>(len);
-    amx::PackScaledRowsAndPairs(q_rows, c.sq, li, di, c.scale, w.qsa.data(), kp, w.qsb.data(), di);
-    amx::PackScaledRowsAndPairs(do_rows, c.sdo, li, di, 1.f, w.dosa.data(), kp, w.dosb.data(), di);
-  }
+  int64_t packed = 0, zeroed = 0, written = 0;  // rows packed, dQ rows zeroed, dQ rows written out
+  auto need_rows = [&](int64_t hi) {             // rows [0, hi) of the packed Q, dO and of dQ ready
+    if (hi > packed && packed < len) {
+      // In steps of at least 256 rows (even: pairs never straddle two steps).
+      const int64_t to = std::min<int64_t>(len, std::max<int64_t>(hi, packed + 256));
+      const int count = static_cast<int>(to - packed);
+      amx::PackScaledRowsAndPairs(q_rows + packed * c.sq, c.sq, count, di, c.scale, w.qsa.data() + packed * kp, kp,
+                                  w.qsb.data() + packed / 2 * d, di);
+      amx::PackScaledRowsAndPairs(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, w.dosa.data() + packed * kp, kp,
+                                  w.dosb.data() + packed / 2 * d, di);
+      packed = to;
+    }
+    if (hi > zeroed) {
+      const int64_t to = std::min<int64_t>(rows, std::max<int64_t>(hi, zeroed + 256));
+      std::fill(w.dqa.begin() + zeroed * d, w.dqa.begin() + to * d, 0.f);
+      zeroed = to;
+    }
+  };
   float* dka = w.acc.data();
   float* dva = w.acc2.data();
   float* s = w.s.data();
@@ -199,6 +216,9 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
     std::fill(dva, dva + mk * d, 0.f);
     const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
     const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
+    // Every row this block's tiles read or write: whole 16-row groups of the
+    // last tile, and the pairs a pair of tiles reaches.
+    need_rows(std::min<int64_t>(rows, RoundUp16(static_cast<int>(qhi - sb)) + kBlockQ));
     bool pending = false;  // a full tile's Pᵀ, dSᵀ wait in pairs 0-31 of pt, dst
     int64_t pending_u = 0;
     for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
@@ -238,8 +258,12 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
       pending = false;
     }
     WriteKeyBlock(c, it, j0, nk, dka, dva);
+    // Queries before the next block's first key see no later key.
+    const int64_t done = std::min<int64_t>(len, j1 - sb);
+    WriteDq(c, it, w.dqa.data(), written, done);
+    written = done;
   }
-  WriteDq(c, it, w.dqa.data());
+  WriteDq(c, it, w.dqa.data(), written, len);
 }
 
 std::atomic<int64_t> amx_calls{0};

@@ -188,11 +188,13 @@ void WriteKeyBlock(const Ctx<T>& c, const Item& it, int64_t j0, int nk, const T*
   }
 }
 
-// Backward item, end: dQ = scale * the accumulator (dense [len][d]).
+// Backward item, end: dQ = scale * the accumulator (dense [len][d]), for the
+// segment's rows [from, to) (all of them by default).
 template <class T>
-void WriteDq(const Ctx<T>& c, const Item& it, const T* dqa) {
+void WriteDq(const Ctx<T>& c, const Item& it, const T* dqa, int64_t from = 0, int64_t to = -1) {
   const int64_t d = c.d, h = it.head, sb = it.seg_begin;
-  for (int64_t i = sb; i < it.seg_end; ++i) {
+  if (to < 0) to = it.seg_end - sb;
+  for (int64_t i = sb + from; i < sb + to; ++i) {
     T* dqrow = c.dq + i * c.sdq + h * d;
     const T* acc = dqa + (i - sb) * d;
     for (int64_t x = 0; x < d; ++x) dqrow[x] = c.scale * acc[x];
