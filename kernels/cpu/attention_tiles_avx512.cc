@@ -5,7 +5,9 @@
 // the loads, are the limit), column tails with masked loads and stores, row
 // tails with fewer rows. The softmax passes run on 16 lanes with masks for the
 // visible range of each row. The exp is attention_tiles_scalar.cc's, lane by
-// lane (vscalefps applies the integer exponent, exact like ldexp).
+// lane (vscalefps applies the integer exponent, exact like ldexp); a second
+// table, for the bf16 products, runs the same passes with a cheaper exp of
+// bf16 accuracy (Exp16Bf16).
 // Compiled for AVX-512 with a target pragma (after every #include, so no
 // inline function of a header is compiled for AVX-512 here and shared with
 // code that runs on an AVX2 machine); called only after a run-time CPU check.

@@ -4,7 +4,8 @@
 // vdpbf16ps does two multiply-adds per fp32 lane per instruction, twice the
 // fp32 FMA rate. The softmax statistics (max, sum, lse, D) and every
 // accumulator across tiles (O, dQ, dK, dV) stay fp32: only the tile products'
-// operands are bf16. This table is the AVX-512 one with the product replaced.
+// operands are bf16. This table is the AVX-512 one with the product replaced
+// and the softmax passes' exp at bf16 accuracy (AttentionTilesAvx512Bf16Exp).
 // The product packs its operands first (vdpbf16ps wants each 32-bit lane to
 // hold two consecutive-k bf16 values): B as [k/2][n] pairs, A as pairs along k
 // in whichever orientation it is stored; the micro-kernel is the fp32 one's
