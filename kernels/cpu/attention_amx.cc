@@ -207,7 +207,7 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
     const int64_t j1 = std::min<int64_t>(j0 + kBwdKeys, se);
     const int nk = static_cast<int>(j1 - j0), mk = RoundUp16(nk), kpk = RoundUp16((nk + 1) / 2);
     const float* kb = c.k + j0 * c.sk + g * d;
-    // Kᵀ and Vᵀ as B, [kp][64] (columns past mk are not read).
+    // Kᵀ and Vᵀ as B, [kp][kBwdKeys] (columns past mk are not read).
     amx::PackRowPairsTransposed(kb, c.sk, nk, di, 1.f, w.ktb.data(), kBwdKeys);
     amx::PackRowPairsTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, di, 1.f, w.vtb.data(), kBwdKeys);
     amx::PackPairsOfRows(kb, c.sk, nk, di, w.kdb.data(), di);                         // K as B: key pairs

@@ -161,8 +161,8 @@ struct OnlineSoftmax {
 
 // Backward item, start: the segment's scaled Q and dO of the item's head,
 // dense [len][d] (len = seg_end - seg_begin), in qs and dos (resized).
-template <class T, class Vec>
-void StageQueries(const Ctx<T>& c, const Item& it, Vec& qs, Vec& dos) {
+template <class T>
+void StageQueries(const Ctx<T>& c, const Item& it, LineVector<T>& qs, LineVector<T>& dos) {
   const int64_t d = c.d, h = it.head, sb = it.seg_begin, se = it.seg_end;
   qs.resize(static_cast<size_t>((se - sb) * d));
   dos.resize(qs.size());
