@@ -152,8 +152,10 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
 // The softmax passes walk one 16-query vector at a time down the tile's rows,
 // so the running max, msafe and the sums stay in registers (a row-outer loop
 // loaded and stored them for every row); each lane still sees its rows in
-// ascending order, so the results are those of the row-outer loop. Rows whose
-// visible range covers the whole vector skip the mask arithmetic.
+// ascending order, so the results are those of the row-outer loop. Vectors a
+// row sees whole take unmasked loads and arithmetic (written out separately:
+// folding that case into RangeMask and the masked path measured 4-5 % slower,
+// the masked forms cost their extra mask moves).
 void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn) {
   int lo = 1 << 30, hi = 0;  // union of the visible ranges
   for (int j = 0; j < rows; ++j)
@@ -193,7 +195,8 @@ void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* r
         _mm512_mask_storeu_ps(row + x, in, _mm512_setzero_ps());
         continue;
       }
-      const __m512 p = _mm512_maskz_mov_ps(vis, SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, row + x), mv)));
+      const __m512 p =
+          _mm512_maskz_mov_ps(vis, SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, row + x), mv)));
       _mm512_mask_storeu_ps(row + x, in, p);
       lv = _mm512_mask_add_ps(lv, vis, lv, p);
     }

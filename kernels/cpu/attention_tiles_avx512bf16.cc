@@ -115,7 +115,8 @@ void PackScaledRowsAndPairs(const float* src, ptrdiff_t ld, int m, int k, float 
       if (a_out != nullptr) {
         const __mmask16 np = FirstLanes(std::min(16, (k - x + 1) / 2));
         _mm512_mask_storeu_epi32(a_out + i * a_ld + x / 2, np, (__m512i)(_mm512_cvtne2ps_pbh(a1, a0)));
-        if (has1) _mm512_mask_storeu_epi32(a_out + (i + 1) * a_ld + x / 2, np, (__m512i)(_mm512_cvtne2ps_pbh(b1, b0)));
+        if (has1)
+          _mm512_mask_storeu_epi32(a_out + (i + 1) * a_ld + x / 2, np, (__m512i)(_mm512_cvtne2ps_pbh(b1, b0)));
       }
       if (b_out != nullptr) {
         uint32_t* out = b_out + (i / 2) * b_ld + x;
