@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -74,52 +77,53 @@ void TakeMoments(Backend& be, const AdamW& full, ShardedAdamW* opt) {
 // DDP and ZeRO-1 keep the full parameters and the full gradient on every rank
 // through the step (FSDP gathers and reduces per buffer instead): the step's
 // hooks on that gradient, with its optional fp64 sum (grad_sum_fp64), are the
-// same for both and live here.
-class ReplicatedGradients {
+// same for both and are implemented once here, between the strategy's base
+// (ParallelStrategy for DDP, ShardedStrategyBase for ZeRO-1) and the strategy.
+template <class Base>
+class ReplicatedGradients : public Base {
  public:
-  ReplicatedGradients(const TrainConfig& c, Transformer* m) : model_(m) {
-    if (c.grad_sum_fp64()) sum64_ = std::make_unique<Fp64GradSum>(m->backend(), &m->layout());
-  }
-  absl::Status Setup(std::optional<uint64_t> init_seed) {
-    if (init_seed) model_->InitParams(*init_seed);
+  absl::Status Setup(std::optional<uint64_t> init_seed) override {
+    if (init_seed) grads_model_->InitParams(*init_seed);
     return absl::OkStatus();
   }
-  void BeginStep() {
-    model_->grads().Zero();
+  void BeginStep() override {
+    grads_model_->grads().Zero();
     if (sum64_) sum64_->BeginStep();
   }
-  void BeginMicroBatch() {
-    if (sum64_) sum64_->BeginMicroBatch(model_->grads());
+  void BeginMicroBatch() override {
+    if (sum64_) sum64_->BeginMicroBatch(grads_model_->grads());
   }
-  void EndMicroBatch() {
-    if (sum64_) sum64_->EndMicroBatch(model_->grads());
+  void EndMicroBatch() override {
+    if (sum64_) sum64_->EndMicroBatch(grads_model_->grads());
   }
-  bool LocalFinite() const {
-    return sum64_ ? sum64_->LocalFinite(model_->grads()) : std::isfinite(model_->grads().SumSquares());
+  bool LocalGradientsFinite() override {
+    return sum64_ ? sum64_->LocalFinite(grads_model_->grads()) : std::isfinite(grads_model_->grads().SumSquares());
+  }
+
+ protected:
+  // base_args go to Base's constructor.
+  template <class... BaseArgs>
+  ReplicatedGradients(const TrainConfig& c, Transformer* m, BaseArgs&&... base_args)
+      : Base(std::forward<BaseArgs>(base_args)...), grads_model_(m) {
+    if (c.grad_sum_fp64()) sum64_ = std::make_unique<Fp64GradSum>(m->backend(), &m->layout());
   }
   // The fp64 sum, or null (fp32 sums).
   Fp64GradSum* sum64() const { return sum64_.get(); }
   int64_t sum64_bytes() const { return sum64_ ? sum64_->bytes() : 0; }
 
  private:
-  Transformer* model_;
+  Transformer* grads_model_;
   std::unique_ptr<Fp64GradSum> sum64_;  // grad_sum_fp64
 };
 
 // ---------------------------------------------------------------- DDP
-class DdpStrategy : public ParallelStrategy {
+class DdpStrategy : public ReplicatedGradients<ParallelStrategy> {
  public:
   DdpStrategy(const TrainConfig& c, Transformer* m, Communicator* comm)
-      : model_(m), comm_(comm),
-        opt_(std::make_unique<AdamW>(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c))),
-        grads_(c, m) {}
-  absl::Status Setup(std::optional<uint64_t> init_seed) override { return grads_.Setup(init_seed); }
-  void BeginStep() override { grads_.BeginStep(); }
-  void BeginMicroBatch() override { grads_.BeginMicroBatch(); }
-  void EndMicroBatch() override { grads_.EndMicroBatch(); }
-  bool LocalGradientsFinite() override { return grads_.LocalFinite(); }
+      : ReplicatedGradients(c, m), model_(m), comm_(comm),
+        opt_(std::make_unique<AdamW>(&m->layout(), m->backend(), DType::kF32, AdamWSettingsFromConfig(c))) {}
   absl::Status FinishBackward() override {
-    return SumReplicatedGradients(*comm_, *model_->backend(), model_->grads(), grads_.sum64(), &tmp_);
+    return SumReplicatedGradients(*comm_, *model_->backend(), model_->grads(), sum64(), &tmp_);
   }
   absl::StatusOr<StepStats> OptimizerStep(double lr) override {
     return opt_->Step(model_->params(), model_->grads(), lr);
@@ -143,7 +147,7 @@ class DdpStrategy : public ParallelStrategy {
   void set_optimizer_step(int64_t s) override { opt_->set_step(s); }
   int64_t state_bytes() const override {
     return model_->params().allocated_bytes() + model_->grads().allocated_bytes() + opt_->m().allocated_bytes() +
-           opt_->v().allocated_bytes() + grads_.sum64_bytes();
+           opt_->v().allocated_bytes() + sum64_bytes();
   }
   const char* name() const override { return "DDP"; }
 
@@ -151,7 +155,6 @@ class DdpStrategy : public ParallelStrategy {
   Transformer* model_;
   Communicator* comm_;
   std::unique_ptr<AdamW> opt_;
-  ReplicatedGradients grads_;
   DeviceBuffer tmp_;  // fp32 path: one reduced shard, the largest buffer's
 };
 
@@ -203,20 +206,15 @@ class ShardedStrategyBase : public ParallelStrategy {
 };
 
 // ---------------------------------------------------------------- ZeRO-1
-class Zero1Strategy : public ShardedStrategyBase {
+class Zero1Strategy : public ReplicatedGradients<ShardedStrategyBase> {
  public:
   Zero1Strategy(const TrainConfig& c, Transformer* m, Communicator* comm)
-      : ShardedStrategyBase(c, m, comm), config_(c), grads_(c, m) {
+      : ReplicatedGradients(c, m, c, m, comm), config_(c) {
     for (int b = 0; b < opt_.num_buffers(); ++b)
       grad_shards_.emplace_back(m->backend(), static_cast<size_t>(opt_.range(b).size()) * sizeof(float));
   }
-  absl::Status Setup(std::optional<uint64_t> init_seed) override { return grads_.Setup(init_seed); }
-  void BeginStep() override { grads_.BeginStep(); }
-  void BeginMicroBatch() override { grads_.BeginMicroBatch(); }
-  void EndMicroBatch() override { grads_.EndMicroBatch(); }
-  bool LocalGradientsFinite() override { return grads_.LocalFinite(); }
   absl::Status FinishBackward() override {
-    Fp64GradSum* sum64 = grads_.sum64();
+    Fp64GradSum* sum64 = this->sum64();
     for (int b = 0; b < opt_.num_buffers(); ++b) {
       absl::Status st = sum64 ? sum64->ReduceScatter(*comm_, model_->grads(), b, GradShard(b))
                               : ReduceScatterSum(*comm_, *model_->backend(), model_->grads().buffer(b), GradShard(b));
@@ -243,7 +241,7 @@ class Zero1Strategy : public ShardedStrategyBase {
   int64_t state_bytes() const override {
     int64_t g = 0;
     for (const DeviceBuffer& d : grad_shards_) g += d.bytes();
-    g += grads_.sum64_bytes();
+    g += sum64_bytes();
     return model_->params().allocated_bytes() + model_->grads().allocated_bytes() + g + opt_.state_bytes();
   }
   const char* name() const override { return "ZERO1"; }
@@ -254,7 +252,6 @@ class Zero1Strategy : public ShardedStrategyBase {
   }
   Tensor ParamRange(int b) const override { return RangeView(model_->params().buffer(b), opt_.range(b)); }
   TrainConfig config_;
-  ReplicatedGradients grads_;
   std::vector<DeviceBuffer> grad_shards_;
 };
 
