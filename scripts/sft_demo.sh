@@ -35,11 +35,7 @@ pretrain runs/demo
 [[ " $RUNS " == *" rope "* ]] && pretrain runs/demo-rope --model.layer_pattern=ALL_ROPE_FULL
 
 # 3. SFT data: JSONL from the local man pages and Brown documents, then .lsft with loss flags.
-mkdir -p data/sft
-if [[ ! -f data/sft/byte/sft.lsft ]]; then
-  python3 scripts/sft_build.py --out data/sft/sft.jsonl
-  "$BIN" data sft --input data/sft/sft.jsonl --out data/sft/byte --tokenizer byte
-fi
+LONGCTX_BIN="$BIN" bash scripts/prepare_sft_data.sh
 # One packed 65,536-token row, decoded, loss-carrying tokens in ⟦ ⟧ (the dump's
 # packer has no "drop", so pages over 65,536 tokens are split for the dump only).
 "$BIN" data sft --dump data/sft/byte --seq_len 65536 --batch_size 1 --rows 1 --split_long_examples \

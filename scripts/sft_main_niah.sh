@@ -35,11 +35,7 @@ echo "sft_main_niah: $(date -u) | $(uptime) | $(grep -o -w -E 'avx2|fma|avx512f|
 
 # Data: the demo corpus (probe haystacks, eval split) and the SFT set.
 LONGCTX_BIN="$BIN" bash scripts/prepare_demo_corpus.sh
-mkdir -p data/sft
-if [[ ! -f data/sft/byte/sft.lsft ]]; then
-  python3 scripts/sft_build.py --out data/sft/sft.jsonl
-  "$BIN" data sft --input data/sft/sft.jsonl --out data/sft/byte --tokenizer byte
-fi
+LONGCTX_BIN="$BIN" bash scripts/prepare_sft_data.sh
 
 # (1a) The two bases: configs/main.textproto as is, and with every layer RoPE full.
 # main's recipe as is (LR 3e-3) taught the RoPE model no retrieval in 400 steps (nor
