@@ -75,7 +75,8 @@ struct Scratch {
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<T> softmax;  // the forward's statistics
   explicit Scratch(int64_t d)
-      : qt(d * kBlockQ), kt(d * kBlockK), vt(d * kBlockK), kd(kBlockK * d), vd(kBlockK * d), s(kBlockQ * kBlockK),
+      : qt(d * kBlockQ), kt(d * kBlockK), vt(d * kBlockK), kd(kBlockK * d), vd(kMaxForwardKeys * d),
+        s(kBlockQ * kMaxForwardKeys),
         dp(kBlockQ * kBlockK), acc(std::max(kBlockQ, kBlockK) * d), acc2(kBlockK * d),
         ra(std::max(kBlockQ, kBlockK)), rb(std::max(kBlockQ, kBlockK)) {}
 };
@@ -97,8 +98,9 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   LoadTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, d, c.scale, kBlockQ, w.qt.data());
   std::fill(w.acc.begin(), w.acc.begin() + nq * d, T(0));
   w.softmax.Start(nq);
-  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockK) {
-    const int64_t t1 = std::min<int64_t>(t0 + kBlockK, k_end);
+  const int bk = ForwardKeys(c);
+  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += bk) {
+    const int64_t t1 = std::min<int64_t>(t0 + bk, k_end);
     const int nk = static_cast<int>(t1 - t0);
     const T* kb = c.k + t0 * c.sk + g * d;
     K.gemm(nk, nq, static_cast<int>(d), kb, c.sk, 1, w.qt.data(), kBlockQ, st, kBlockQ, false);

@@ -37,7 +37,8 @@ inline int RoundUp16(int x) { return (x + 15) / 16 * 16; }
 
 // Keys per block of the backward: 128, so dQ += dS K runs four k-steps per
 // load and store of its C tiles instead of two (the same k-steps in the same
-// order as two 64-key blocks: the same bits). The forward keeps kBlockK.
+// order as two 64-key blocks: the same bits). The forward's blocks are
+// kBlockKAmxForward keys (attention_driver.h).
 constexpr int kBwdKeys = 128;
 
 // Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
@@ -101,9 +102,9 @@ struct AmxScratch {
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
-      : st(kBlockK * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
-        dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2), pt(kBwdKeys * kBlockQ),
-        dst(kBwdKeys * kBlockQ), vb(kBlockK / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d),
+      : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
+        dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * std::max(kBwdKeys, kBlockKAmxForward) / 2), pt(kBwdKeys * kBlockQ),
+        dst(kBwdKeys * kBlockQ), vb(kMaxForwardKeys / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d),
         ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
 
@@ -118,8 +119,8 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
   std::fill(w.acc.begin(), w.acc.begin() + mq * d, 0.f);
   w.softmax.Start(nq);
   amx::LoadTileConfig();
-  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockK) {
-    const int64_t t1 = std::min<int64_t>(t0 + kBlockK, k_end);
+  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockKAmxForward) {
+    const int64_t t1 = std::min<int64_t>(t0 + kBlockKAmxForward, k_end);
     const int nk = static_cast<int>(t1 - t0);
     amx::Product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data(), kBlockQ, st, kBlockQ, false);  // Sᵀ
     w.softmax.Fold(c, t0, nk, p0, nq, st, w.acc.data());

@@ -59,11 +59,12 @@ inline __m512 Exp16(__m512 x) {
 // instructions against Exp16's fifteen; exactly 1 at 0, 0 below -87.34 (and
 // for -inf), +inf above ~88.7, NaN stays NaN. Only the bf16 tables use it:
 // fp32 attention keeps Exp16 (3e-7).
-inline __m512 Exp16Bf16(__m512 x) {
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
-  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);
+inline __m512 Exp2Bf16(__m512 t) {
+  const __mmask16 tiny = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.f), _CMP_LT_OQ);
+  // f = t - round(t) in one instruction (exact), n = t - f = round(t) exactly:
+  // the n and f vrndscaleps and a subtraction gave.
+  const __m512 f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 n = _mm512_sub_ps(t, f);
   __m512 y = _mm512_set1_ps(9.582855739e-03f);
   y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.590646714e-02f));
   y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.402409911e-01f));
@@ -72,10 +73,15 @@ inline __m512 Exp16Bf16(__m512 x) {
   return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~tiny), y, n);
 }
 
+// exp(s - m) for the softmax passes, nm_log2e = -m log2(e) per lane. The bf16
+// tables form the exponent as s log2(e) - m log2(e) in one FMA (one
+// instruction less than the subtraction and the product; the rounding of
+// m log2(e) moves P by < 1e-6 relative, far below the bf16 step); the fp32
+// tables keep exp(s - m) exactly as before.
 template <bool kBf16Exp>
-inline __m512 SoftmaxExp(__m512 x) {
-  if constexpr (kBf16Exp) return Exp16Bf16(x);
-  return Exp16(x);
+inline __m512 ShiftedExp(__m512 s, __m512 m, __m512 nm_log2e) {
+  if constexpr (kBf16Exp) return Exp2Bf16(_mm512_fmadd_ps(s, _mm512_set1_ps(1.44269504088896341f), nm_log2e));
+  return Exp16(_mm512_sub_ps(s, m));
 }
 
 // Lanes x0 + [0, 16) that lie in [lo, hi).
@@ -181,11 +187,12 @@ void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* r
   for (int x = 0; x < len; x += 16) {
     const __mmask16 in = RangeMask(0, len, x);
     const __m512 mv = _mm512_maskz_loadu_ps(in, msafe + x);
+    const __m512 nmv = _mm512_mul_ps(mv, _mm512_set1_ps(-1.44269504088896341f));
     __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
     for (int j = 0; j < rows; ++j) {
       float* row = s + j * ld;
       if (ra[j] <= x && rb[j] >= x + 16) {
-        const __m512 p = SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_loadu_ps(row + x), mv));
+        const __m512 p = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(row + x), mv, nmv);
         _mm512_mask_storeu_ps(row + x, in, p);
         lv = _mm512_add_ps(lv, p);
         continue;
@@ -196,7 +203,7 @@ void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* r
         continue;
       }
       const __m512 p =
-          _mm512_maskz_mov_ps(vis, SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, row + x), mv)));
+          _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, row + x), mv, nmv));
       _mm512_mask_storeu_ps(row + x, in, p);
       lv = _mm512_mask_add_ps(lv, vis, lv, p);
     }
@@ -211,9 +218,10 @@ void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra,
     float* prow = p + i * ld;
     float* dsrow = ds + i * ld;
     const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
+    const __m512 nlv = _mm512_set1_ps(-1.44269504088896341f * lse[i]);
     for (int x = 0; x < len; x += 16) {
       if (ra[i] <= x && rb[i] >= x + 16) {
-        const __m512 px = SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_loadu_ps(prow + x), lv));
+        const __m512 px = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(prow + x), lv, nlv);
         _mm512_storeu_ps(dsrow + x, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_loadu_ps(dsrow + x), dv)));
         _mm512_storeu_ps(prow + x, px);
         continue;
@@ -221,7 +229,7 @@ void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra,
       const __mmask16 in = RangeMask(0, len, x);
       const __mmask16 vis = RangeMask(ra[i], rb[i], x);
       const __m512 px =
-          _mm512_maskz_mov_ps(vis, SoftmaxExp<kBf16Exp>(_mm512_sub_ps(_mm512_maskz_loadu_ps(vis, prow + x), lv)));
+          _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, prow + x), lv, nlv));
       const __m512 dsx = _mm512_maskz_mov_ps(
           vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_loadu_ps(vis, dsrow + x), dv)));
       _mm512_mask_storeu_ps(prow + x, in, px);
