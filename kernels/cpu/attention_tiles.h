@@ -74,7 +74,7 @@ const AttentionTileKernels<float>* AttentionTileKernelsBf16(bool allow_amx = tru
 // The per-ISA tables (null where the build has no such code: non-x86 hosts).
 const AttentionTileKernels<float>* AttentionTilesAvx512();  // attention_tiles_avx512.cc
 // The AVX-512 table with the softmax passes' exp at bf16 accuracy (< 1e-5
-// relative instead of 3e-7; attention_tiles_avx512.cc Exp16Bf16): the
+// relative instead of 3e-7; attention_tiles_avx512.cc Exp2Bf16): the
 // softmax passes of the bf16 tables below.
 const AttentionTileKernels<float>* AttentionTilesAvx512Bf16Exp();
 const AttentionTileKernels<float>* AttentionTilesAvx2();    // attention_tiles_avx2.cc

@@ -7,7 +7,7 @@
 // visible range of each row. The exp is attention_tiles_scalar.cc's, lane by
 // lane (vscalefps applies the integer exponent, exact like ldexp); a second
 // table, for the bf16 products, runs the same passes with a cheaper exp of
-// bf16 accuracy (Exp16Bf16).
+// bf16 accuracy (Exp2Bf16).
 // Compiled for AVX-512 with a target pragma (after every #include, so no
 // inline function of a header is compiled for AVX-512 here and shared with
 // code that runs on an AVX2 machine); called only after a run-time CPU check.
@@ -52,13 +52,14 @@ inline __m512 Exp16(__m512 x) {
 
 // exp for the softmax passes of attention with bf16 tile products, where P
 // and dS are rounded to bf16 (relative step 2^-8) before they meet V, dO, K or
-// Q: 2^(x log2 e) as 2^n * p(f), n = round(x log2 e), f = x log2 e - n in
-// [-1/2, 1/2], p a degree-4 fit of 2^f (relative error 2.9e-6 on the interval;
-// with the rounding of x log2 e at most 6.7e-6 over [-87, 10], ~600 times
-// below the bf16 step), vscalefps applying 2^n. Eight vector
-// instructions against Exp16's fifteen; exactly 1 at 0, 0 below -87.34 (and
-// for -inf), +inf above ~88.7, NaN stays NaN. Only the bf16 tables use it:
-// fp32 attention keeps Exp16 (3e-7).
+// Q, given its argument in base 2, t = x log2 e (ShiftedExp forms it): 2^t as
+// 2^n * p(f), n = round(t), f = t - n in [-1/2, 1/2], p a degree-4 fit of 2^f
+// (relative error 2.9e-6 on the interval; with the rounding of t at most
+// ~7e-6 over x in [-87, 10], ~600 times below the bf16 step), vscalefps
+// applying 2^n. Seven vector instructions (with ShiftedExp's FMA, eight for
+// exp(s - m)) against Exp16's fifteen; exactly 1 at 0, 0 below t = -126
+// (x = -87.34) and for -inf, +inf above ~88.7, NaN stays NaN. Only the bf16
+// tables use it: fp32 attention keeps Exp16 (3e-7).
 inline __m512 Exp2Bf16(__m512 t) {
   const __mmask16 tiny = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.f), _CMP_LT_OQ);
   // f = t - round(t) in one instruction (exact), n = t - f = round(t) exactly:
