@@ -42,6 +42,9 @@ void PackPairsAlongRows(const float* src, ptrdiff_t ld, int m, int k, uint32_t* 
 // whole 16 x 16 pair blocks: rows up to m rounded up to 16, pairs up to
 // ceil(k / 2) rounded up to 16, zero beyond m and k.
 void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* out, int out_ld);
+// The same of scale * src: scale * src(kk, i) rounded once, the bits of
+// PackScaledRowsAndPairs' pairs, transposed.
+void PackScaledPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, float scale, uint32_t* out, int out_ld);
 // Rows of [m][k] (row stride ld) times scale -> B layout of the transpose,
 // out[p * out_ld + i] = (scale A(i, 2p), scale A(i, 2p + 1)), whole 16 x 16
 // blocks: i up to m rounded up to 16, p up to ceil(k / 2) rounded up to 16,
@@ -57,6 +60,23 @@ void PackScaledRowsAndPairs(const float* src, ptrdiff_t ld, int m, int k, float 
                             uint32_t* b_out, int b_ld);
 // A at any strides, element by element -> A layout (pairs p < ceil(k / 2)).
 void PackPairsStrided(const float* src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, uint32_t* out, int out_ld);
+
+// dst[j * dst_ld + i] = src[i * src_ld + j] for i < m, j < n (32-bit
+// elements, copied exactly), through 16 x 16 register transposes.
+void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld);
+// The backward's softmax pass of the bf16 tables (tile_backward of
+// AttentionTilesAvx512Bf16Exp: the same P = exp(s - lse) and dS = P (dP - D),
+// bit for bit) on a row-major tile (row i = one query, keys along the row,
+// row stride ld; s and dp are only read), written straight as the three bf16
+// operands the products take: P and dS as pairs of consecutive query rows,
+// p_pairs[(i / 2) * pairs_ld + x] = (P(i, x), P(i + 1, x)) (likewise
+// ds_pairs; the odd last row pairs with zero), and dS as A rows of key pairs,
+// ds_rows[i * rows_ld + x / 2] = (dS(i, x), dS(i, x + 1)). Columns
+// x < width (a multiple of 32, >= len) are written, zero past len and outside
+// [ra[i], rb[i]). attention_tiles_avx512.cc.
+void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, int width, const int* ra,
+                   const int* rb, const float* lse, const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs,
+                   int pairs_ld, uint32_t* ds_rows, int rows_ld);
 
 }  // namespace longctx::cpu::amx
 

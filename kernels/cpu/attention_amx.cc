@@ -5,13 +5,15 @@
 //    since a sliding window's first key can be odd) once per call for every
 //    kv head; the item's scaled Qᵀ once per item; per tile only P.
 //  * backward: the segment's scaled Q and dO once per item, as A rows (for
-//    S = Qs Kᵀ, dP = dO Vᵀ) and as pairs of consecutive queries (for
-//    dV += Pᵀ dO, dK += dSᵀ Qs); Kᵀ, Vᵀ and K of a key block once per key
-//    block; per tile only Pᵀ, dSᵀ and dS. dV and dK take two query tiles
-//    per product where they can (C stored and reloaded half as often).
+//    S = Qs Kᵀ, dP = dO Vᵀ) and transposed, as rows of query pairs (the A
+//    operands of dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS); Kᵀ, Vᵀ and K of a key block
+//    once per key block; per tile one fused pass (amx::BackwardPairs) turns
+//    S and dP into P and dS pairs (B operands) and dS rows, with no
+//    transposing conversion. dV and dK take two query tiles per product where
+//    they can (C stored and reloaded half as often).
 // The products are amx::Product on whole 16 x 16 tiles; the tile config is
 // loaded once per item. Where a pre-converted operand would reach past its
-// segment's end (the last tile of a segment) or starts at an odd query, that
+// segment's end (the last tile of a segment) or starts at an odd key, that
 // tile's operand is converted on its own with zero padding, as the generic
 // path does, so values of another document never meet a zero of this one.
 #include "kernels/cpu/attention_amx.h"
@@ -98,14 +100,13 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
 
 struct AmxScratch {
   LineVector<float> st, acc, acc2, s, dp, dqa;
-  LineVector<uint32_t> qb, pa, pt, dst, vb, tb, tb2, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
+  LineVector<uint32_t> qb, pa, pt, dst, vb, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
       : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
-        dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * std::max(kBwdKeys, kBlockKAmxForward) / 2), pt(kBwdKeys * kBlockQ),
-        dst(kBwdKeys * kBlockQ), vb(kMaxForwardKeys / 2 * d), tb(kBlockQ / 2 * d), tb2(kBlockQ / 2 * d),
-        ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
+        dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * std::max(kBwdKeys, kBlockKAmxForward) / 2),
+        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), vb(kMaxForwardKeys / 2 * d), ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
 
 void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const PackedKv& kv) {
@@ -139,20 +140,31 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
   w.softmax.Finish(c, it, w.acc.data());
 }
 
-// B operand for dV += Pᵀ dO or dK += dSᵀ Qs: pairs of the tile's queries
-// [u, u + nq) of the item's segment. The item's pre-converted pairs when u is
-// even (pairs past the segment's end are the zero tail), else converted here
-// from the rows (row stride ld, times scale) with zero padding to kpq pairs.
-const uint32_t* QueryPairs(const LineVector<uint32_t>& packed, const float* rows, int64_t ld, float scale, int64_t u,
-                           int nq, int di, int kpq, LineVector<uint32_t>& tile) {
-  if (u % 2 == 0) return packed.data() + (u / 2) * di;
-  amx::PackScaledRowsAndPairs(rows + u * ld, ld, nq, di, scale, nullptr, 0, tile.data(), di);
-  ZeroPairs(tile.data(), di, (nq + 1) / 2, kpq);
-  return tile.data();
+// Backward, after a key block [j0, j0 + nk): its dK, dV from the transposed
+// accumulators (dkt[x * ld + r]: key r, dimension x) to the outputs, or to
+// this head's partial with GQA (the destinations of WriteKeyBlock).
+void WriteKeyBlockTransposed(const Ctx<float>& c, const Item& it, int64_t j0, int nk, const float* dkt,
+                             const float* dvt, int ld) {
+  const int64_t d = c.d, h = it.head, g = h / c.group;
+  float* dk_out = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
+  float* dv_out = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
+  const int64_t sdk = c.group == 1 ? c.sdk : d, sdv = c.group == 1 ? c.sdv : d;
+  const int di = static_cast<int>(d);
+  amx::StoreTransposed(dkt, ld, di, nk, dk_out + j0 * sdk, sdk);
+  amx::StoreTransposed(dvt, ld, di, nk, dv_out + j0 * sdv, sdv);
 }
 
+// The products of a query tile against a key block: S = Qs Kᵀ and dP = dO Vᵀ
+// (row-major, queries by keys), then one fused pass (amx::BackwardPairs) gives
+// P and dS as pairs of query rows and dS as rows of key pairs, and
+//   dQ  += dS K,     A = dS rows,   B = K pairs;
+//   dVᵀ += dOᵀ P,    A = dOᵀ rows of query pairs, B = P pairs;
+//   dKᵀ += Qsᵀ dS,   A = Qsᵀ,       B = dS pairs.
+// dK and dV accumulate transposed so that P and dS enter as B operands
+// straight from the pass: no transposing conversion of Pᵀ and dSᵀ (the tile
+// unit gives Cᵀ = Bᵀ Aᵀ the bits of C = A B, so the results are those of
+// dV += Pᵀ dO, dK += dSᵀ Qs, as the generic driver computes them).
 void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
-  const AttentionTileKernels<float>& K = *c.tiles;
   const int64_t d = c.d, h = it.head, g = h / c.group, sb = it.seg_begin, se = it.seg_end, len = se - sb;
   const int di = static_cast<int>(d), kp = di / 2;
   const float* lse = c.lse + h * c.slse;
@@ -160,14 +172,17 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   int* ra = w.ra.data();
   int* rb = w.rb.data();
   // Scaled Q and dO of this segment and head (fp32 product, then rounded
-  // once), packed straight from their rows: as A rows [len + tail][kp] and as
-  // query pairs [(len + tail) / 2][d]; the tails are zero. dQ accumulator with
-  // room for a whole last tile. Packed rows and zeroed dQ rows are made as the
-  // key loop first needs them, and dQ rows are written out as soon as no later
-  // key block can reach them (queries before the next block's first key): a
-  // sliding window's backward then works on the window's rows while they are
-  // in cache instead of streaming whole-segment passes through memory.
+  // once), packed straight from their rows: as A rows [len + tail][kp] and,
+  // transposed, as rows of query pairs [d][ldt] (ldt an odd multiple of 16
+  // pairs, so a tile's 16 rows do not share L1 sets); the tails are zero. dQ
+  // accumulator with room for a whole last tile. Packed rows and zeroed dQ
+  // rows are made as the key loop first needs them, and dQ rows are written
+  // out as soon as no later key block can reach them (queries before the next
+  // block's first key): a sliding window's backward then works on the window's
+  // rows while they are in cache instead of streaming whole-segment passes
+  // through memory.
   const int64_t rows = (len + 1) / 2 * 2 + kBlockQ;
+  const int ldt = RoundUp16(static_cast<int>(rows / 2)) | 16;
   const float* q_rows = c.q + sb * c.sq + h * d;
   const float* do_rows = c.d_o + sb * c.sdo + h * d;
   w.dqa.resize(static_cast<size_t>(rows * d));
@@ -175,22 +190,27 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   // calls); the packers write everything before them.
   w.qsa.resize(static_cast<size_t>(rows * kp));
   w.dosa.resize(w.qsa.size());
-  w.qsb.resize(static_cast<size_t>(rows / 2 * d));
+  w.qsb.resize(static_cast<size_t>(d * ldt));
   w.dosb.resize(w.qsb.size());
   std::fill(w.qsa.begin() + len * kp, w.qsa.end(), 0u);
   std::fill(w.dosa.begin() + len * kp, w.dosa.end(), 0u);
-  std::fill(w.qsb.begin() + (len + 1) / 2 * d, w.qsb.end(), 0u);
-  std::fill(w.dosb.begin() + (len + 1) / 2 * d, w.dosb.end(), 0u);
+  for (int64_t x = 0; x < d; ++x) {
+    std::fill(w.qsb.begin() + x * ldt + (len + 1) / 2, w.qsb.begin() + (x + 1) * ldt, 0u);
+    std::fill(w.dosb.begin() + x * ldt + (len + 1) / 2, w.dosb.begin() + (x + 1) * ldt, 0u);
+  }
   int64_t packed = 0, zeroed = 0, written = 0;  // rows packed, dQ rows zeroed, dQ rows written out
   auto need_rows = [&](int64_t hi) {             // rows [0, hi) of the packed Q, dO and of dQ ready
     if (hi > packed && packed < len) {
-      // In steps of at least 256 rows (even: pairs never straddle two steps).
+      // In steps of at least 256 rows (even: pairs never straddle two steps;
+      // a step's last 16-pair block may write zeros the next step overwrites).
       const int64_t to = std::min<int64_t>(len, std::max<int64_t>(hi, packed + 256));
       const int count = static_cast<int>(to - packed);
       amx::PackScaledRowsAndPairs(q_rows + packed * c.sq, c.sq, count, di, c.scale, w.qsa.data() + packed * kp, kp,
-                                  w.qsb.data() + packed / 2 * d, di);
+                                  nullptr, 0);
       amx::PackScaledRowsAndPairs(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, w.dosa.data() + packed * kp, kp,
-                                  w.dosb.data() + packed / 2 * d, di);
+                                  nullptr, 0);
+      amx::PackScaledPairsOfColumns(q_rows + packed * c.sq, c.sq, count, di, c.scale, w.qsb.data() + packed / 2, ldt);
+      amx::PackScaledPairsOfColumns(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, w.dosb.data() + packed / 2, ldt);
       packed = to;
     }
     if (hi > zeroed) {
@@ -199,8 +219,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
       zeroed = to;
     }
   };
-  float* dka = w.acc.data();
-  float* dva = w.acc2.data();
+  float* dkt = w.acc.data();   // dKᵀ, [d][kBwdKeys]
+  float* dvt = w.acc2.data();  // dVᵀ
   float* s = w.s.data();
   float* dp = w.dp.data();
   amx::LoadTileConfig();
@@ -213,14 +233,14 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
     amx::PackRowPairsTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, di, 1.f, w.vtb.data(), kBwdKeys);
     amx::PackPairsOfRows(kb, c.sk, nk, di, w.kdb.data(), di);                         // K as B: key pairs
     ZeroPairs(w.kdb.data(), di, (nk + 1) / 2, kpk);
-    std::fill(dka, dka + mk * d, 0.f);
-    std::fill(dva, dva + mk * d, 0.f);
+    std::fill(dkt, dkt + d * kBwdKeys, 0.f);
+    std::fill(dvt, dvt + d * kBwdKeys, 0.f);
     const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
     const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
     // Every row this block's tiles read or write: whole 16-row groups of the
     // last tile, and the pairs a pair of tiles reaches.
     need_rows(std::min<int64_t>(rows, RoundUp16(static_cast<int>(qhi - sb)) + kBlockQ));
-    bool pending = false;  // a full tile's Pᵀ, dSᵀ wait in pairs 0-31 of pt, dst
+    bool pending = false;  // a full tile's P, dS pairs wait in pair rows 0-31 of pt, dst
     int64_t pending_u = 0;
     for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
       const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
@@ -233,32 +253,36 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
         ra[r] = rr.a;
         rb[r] = rr.b;
       }
-      K.tile_backward(s, dp, nq, kBwdKeys, nk, ra, rb, lse + t0, drow + t0);  // s = P, dp = dS
-      // Pᵀ and dSᵀ as A rows [mk][pairs], row stride kBlockQ pairs: a full tile
-      // at an even offset waits there (pairs 0-31) for the next tile (pairs
-      // 32-63), so dV and dK take both in one product — k-steps in the same
-      // order, C stored and reloaded half as often, the same bits.
+      // P and dS pairs of query rows (B, row stride kBwdKeys): a full tile at
+      // an even offset waits in pair rows 0-31 for the next tile (rows 32-63),
+      // so dVᵀ and dKᵀ take both in one product — k-steps in the same order, C
+      // stored and reloaded half as often, the same bits. dS as A rows of key
+      // pairs for dQ, zero in the rows past nq.
       const int off = pending ? kBlockQ / 2 : 0;
-      amx::PackPairsOfColumns(s, kBwdKeys, nq, nk, w.pt.data() + off, kBlockQ);
-      amx::PackPairsOfColumns(dp, kBwdKeys, nq, nk, w.dst.data() + off, kBlockQ);
-      // dQ += dS K: dS as A rows, zero where the tile is partial.
-      if (nq != mq || 2 * kpk != nk) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
-      amx::PackPairsAlongRows(dp, kBwdKeys, nq, nk, w.pa.data(), kpk);
-      amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);
+      if (nq != mq) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
+      amx::BackwardPairs(s, dp, nq, kBwdKeys, nk, 2 * kpk, ra, rb, lse + t0, drow + t0,
+                         w.pt.data() + off * kBwdKeys, w.dst.data() + off * kBwdKeys, kBwdKeys, w.pa.data(), kpk);
+      ZeroPairs(w.pt.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
+      ZeroPairs(w.dst.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
+      amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);  // dQ += dS K
       if (!pending && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
         pending = true;
         pending_u = u;
         continue;
       }
+      // dOᵀ and Qsᵀ of the tile(s) as A: the item's pairs from query u0 on
+      // (pairs past the segment's end are the zero tail). u0 is even: a key
+      // block's first query is its first key (the backward has no diagonal
+      // offset: AttentionParams::Validate), an even offset from the segment's
+      // start, and tiles follow in steps of kBlockQ.
       const int64_t u0 = pending ? pending_u : u;
-      const int rows = off * 2 + nq, kpt = off + kpq;
-      const uint32_t* dob = QueryPairs(w.dosb, do_rows, c.sdo, 1.f, u0, rows, di, kpt, w.tb);
-      const uint32_t* qsb = QueryPairs(w.qsb, q_rows, c.sq, c.scale, u0, rows, di, kpt, w.tb2);
-      amx::Product(mk, di, kpt, w.pt.data(), kBlockQ, dob, di, dva, di, true);   // dV += Pᵀ dO
-      amx::Product(mk, di, kpt, w.dst.data(), kBlockQ, qsb, di, dka, di, true);  // dK += dSᵀ Qs
+      CHECK(u0 % 2 == 0) << "AMX attention backward: query tile at odd offset " << u0;
+      const int kpt = off + kpq;
+      amx::Product(di, mk, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);  // dVᵀ += dOᵀ P
+      amx::Product(di, mk, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);  // dKᵀ += Qsᵀ dS
       pending = false;
     }
-    WriteKeyBlock(c, it, j0, nk, dka, dva);
+    WriteKeyBlockTransposed(c, it, j0, nk, dkt, dvt, kBwdKeys);
     // Queries before the next block's first key see no later key.
     const int64_t done = std::min<int64_t>(len, j1 - sb);
     WriteDq(c, it, w.dqa.data(), written, done);

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/amx_bf16.h"
 #include "kernels/cpu/attention_tiles.h"
 
 #if defined(__x86_64__)
@@ -249,6 +250,70 @@ const AttentionTileKernels<float>* AttentionTilesAvx512() { return &kTiles; }
 const AttentionTileKernels<float>* AttentionTilesAvx512Bf16Exp() { return &kTilesBf16Exp; }
 
 }  // namespace longctx::cpu
+
+#pragma GCC pop_options
+
+// The packed AMX backward's fused pass (amx_bf16.h): it needs AVX512-BF16 for
+// the conversions, which the tables above must not (they run on AVX-512 CPUs
+// without it).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx2,avx512bf16")
+#include "kernels/cpu/bf16_pairs_avx512.h"
+
+namespace longctx::cpu::amx {
+
+// TileBackward<true>'s arithmetic, expression for expression, on two rows at a
+// time and 32 keys per step, converted in registers instead of stored as fp32.
+void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, int width, const int* ra,
+                   const int* rb, const float* lse, const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs,
+                   int pairs_ld, uint32_t* ds_rows, int rows_ld) {
+  // P and dS of row i on lanes x + [0, 16): zero where not visible or past len.
+  auto lanes = [&](int i, int x, __m512& px, __m512& dsx) {
+    const float* prow = s + i * ld;
+    const float* dsrow = dp + i * ld;
+    const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
+    const __m512 nlv = _mm512_set1_ps(-1.44269504088896341f * lse[i]);
+    if (ra[i] <= x && rb[i] >= x + 16) {
+      px = ShiftedExp<true>(_mm512_loadu_ps(prow + x), lv, nlv);
+      dsx = _mm512_mul_ps(px, _mm512_sub_ps(_mm512_loadu_ps(dsrow + x), dv));
+      return;
+    }
+    const __mmask16 vis = RangeMask(ra[i], rb[i], x);
+    if (vis == 0) {
+      px = dsx = _mm512_setzero_ps();
+      return;
+    }
+    px = _mm512_maskz_mov_ps(vis, ShiftedExp<true>(_mm512_maskz_loadu_ps(vis, prow + x), lv, nlv));
+    dsx = _mm512_maskz_mov_ps(vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_loadu_ps(vis, dsrow + x), dv)));
+  };
+  const __m512 zero = _mm512_setzero_ps();
+  for (int i = 0; i < rows; i += 2) {
+    const bool two = i + 1 < rows;
+    uint32_t* pp = p_pairs + (i / 2) * pairs_ld;
+    uint32_t* dpp = ds_pairs + (i / 2) * pairs_ld;
+    uint32_t* r0 = ds_rows + i * rows_ld;
+    uint32_t* r1 = r0 + rows_ld;
+    for (int x = 0; x < width; x += 32) {
+      __m512 p0a = zero, p0b = zero, d0a = zero, d0b = zero, p1a = zero, p1b = zero, d1a = zero, d1b = zero;
+      if (x < len) {
+        lanes(i, x, p0a, d0a);
+        if (two) lanes(i + 1, x, p1a, d1a);
+      }
+      if (x + 16 < len) {
+        lanes(i, x + 16, p0b, d0b);
+        if (two) lanes(i + 1, x + 16, p1b, d1b);
+      }
+      _mm512_storeu_si512(pp + x, PairLanes(p0a, p1a));
+      _mm512_storeu_si512(pp + x + 16, PairLanes(p0b, p1b));
+      _mm512_storeu_si512(dpp + x, PairLanes(d0a, d1a));
+      _mm512_storeu_si512(dpp + x + 16, PairLanes(d0b, d1b));
+      _mm512_storeu_si512(r0 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d0b, d0a)));
+      if (two) _mm512_storeu_si512(r1 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d1b, d1a)));
+    }
+  }
+}
+
+}  // namespace longctx::cpu::amx
 
 #pragma GCC pop_options
 

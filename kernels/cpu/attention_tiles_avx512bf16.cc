@@ -35,6 +35,7 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma,avx2,amx-tile,amx-bf16")
+#include "kernels/cpu/bf16_pairs_avx512.h"
 
 namespace longctx::cpu {
 namespace {
@@ -45,16 +46,6 @@ constexpr int kMaxDim = 512;  // largest m, n, k the packing buffers take (tiles
 
 inline __mmask16 FirstLanes(int count) {
   return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
-}
-
-// 16 lanes of pairs (lo[x], hi[x]) as bf16: lo in the low half of each 32-bit lane.
-// One two-source conversion (bf16 lanes 0-15 from lo, 16-31 from hi) and one
-// word permute that interleaves them: two instructions instead of six
-// (two conversions, two zero-extensions, shift, or), the same rounding.
-inline __m512i PairLanes(__m512 lo, __m512 hi) {
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(interleave, (__m512i)(_mm512_cvtne2ps_pbh(hi, lo)));
 }
 
 }  // namespace
@@ -167,16 +158,38 @@ inline void Transpose16x16(__m512i r[16]) {
   }
 }
 
-// A stored transposed ([k][m], m contiguous, row stride ld) -> rows of
-// k-pairs out[i][p] (the AMX A-tile layout), 16 x 16 pair blocks through the
-// register transpose. Writes whole blocks: rows up to m rounded up to 16 and
-// pairs up to kp rounded up to 16, zero beyond m and k (out must have room).
-void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* out, int out_ld) {
-  const int kp = (k + 1) / 2;
+void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld) {
   __m512i blk[16];
-  for (int i0 = 0; i0 < m; i0 += 16) {
-    const __mmask16 mi = FirstLanes(m - i0);
-    for (int p0 = 0; p0 < kp; p0 += 16) {
+  // j0 outer: each destination row is written whole before the next.
+  for (int j0 = 0; j0 < n; j0 += 16) {
+    const __mmask16 nj = FirstLanes(n - j0);
+    for (int i0 = 0; i0 < m; i0 += 16) {
+      const int mi = std::min(16, m - i0);
+      for (int r = 0; r < 16; ++r)
+        blk[r] = r < mi ? _mm512_maskz_loadu_epi32(nj, src + (i0 + r) * src_ld + j0) : _mm512_setzero_si512();
+      Transpose16x16(blk);
+      const __mmask16 row_lanes = FirstLanes(mi);
+      for (int r = 0; r < 16 && j0 + r < n; ++r) _mm512_mask_storeu_epi32(dst + (j0 + r) * dst_ld + i0, row_lanes, blk[r]);
+    }
+  }
+}
+
+// A stored transposed ([k][m], m contiguous, row stride ld), times scale when
+// kScale -> rows of k-pairs out[i][p] (the AMX A-tile layout), 16 x 16 pair
+// blocks through the register transpose. Writes whole blocks: rows up to m
+// rounded up to 16 and pairs up to kp rounded up to 16, zero beyond m and k
+// (out must have room).
+template <bool kScale>
+void PackPairsOfColumnsImpl(const float* src, ptrdiff_t ld, int k, int m, float scale, uint32_t* out, int out_ld) {
+  const int kp = (k + 1) / 2;
+  const __m512 sv = _mm512_set1_ps(scale);
+  __m512i blk[16];
+  // p0 outer: the source rows of a block of pairs are read whole (all of
+  // their m columns) before the next rows; with rows far apart (q, dO at
+  // their strides) an i0-outer order revisited each row m / 16 times.
+  for (int p0 = 0; p0 < kp; p0 += 16) {
+    for (int i0 = 0; i0 < m; i0 += 16) {
+      const __mmask16 mi = FirstLanes(m - i0);
       for (int q = 0; q < 16; ++q) {
         const int p = p0 + q;
         if (p >= kp) {
@@ -184,14 +197,26 @@ void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* 
           continue;
         }
         const float* r0 = src + (2 * p) * ld + i0;
-        const __m512 lo = _mm512_maskz_loadu_ps(mi, r0);
-        const __m512 hi = 2 * p + 1 < k ? _mm512_maskz_loadu_ps(mi, r0 + ld) : _mm512_setzero_ps();
+        __m512 lo = _mm512_maskz_loadu_ps(mi, r0);
+        __m512 hi = 2 * p + 1 < k ? _mm512_maskz_loadu_ps(mi, r0 + ld) : _mm512_setzero_ps();
+        if constexpr (kScale) {
+          lo = _mm512_mul_ps(lo, sv);
+          hi = _mm512_mul_ps(hi, sv);
+        }
         blk[q] = PairLanes(lo, hi);
       }
       Transpose16x16(blk);
       for (int r = 0; r < 16; ++r) _mm512_storeu_si512(out + (i0 + r) * out_ld + p0, blk[r]);
     }
   }
+}
+
+void PackPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, uint32_t* out, int out_ld) {
+  PackPairsOfColumnsImpl<false>(src, ld, k, m, 1.f, out, out_ld);
+}
+
+void PackScaledPairsOfColumns(const float* src, ptrdiff_t ld, int k, int m, float scale, uint32_t* out, int out_ld) {
+  PackPairsOfColumnsImpl<true>(src, ld, k, m, scale, out, out_ld);
 }
 
 // Rows of [m][k] times scale -> the B layout of the transpose: out[p * out_ld
