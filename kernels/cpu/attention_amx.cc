@@ -106,7 +106,8 @@ struct AmxScratch {
   explicit AmxScratch(int64_t d)
       : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
         dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * std::max(kBwdKeys, kBlockKAmxForward) / 2),
-        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), vb(kMaxForwardKeys / 2 * d), ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
+        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), vb(kMaxForwardKeys / 2 * d), ktb(d / 2 * kBwdKeys),
+        vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
 
 void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const PackedKv& kv) {
@@ -278,8 +279,9 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
       const int64_t u0 = pending ? pending_u : u;
       CHECK(u0 % 2 == 0) << "AMX attention backward: query tile at odd offset " << u0;
       const int kpt = off + kpq;
-      amx::Product(di, mk, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);  // dVᵀ += dOᵀ P
-      amx::Product(di, mk, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);  // dKᵀ += Qsᵀ dS
+      // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS
+      amx::Product(di, mk, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);
+      amx::Product(di, mk, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);
       pending = false;
     }
     WriteKeyBlockTransposed(c, it, j0, nk, dkt, dvt, kBwdKeys);

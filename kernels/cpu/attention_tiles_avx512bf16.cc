@@ -169,7 +169,8 @@ void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptr
         blk[r] = r < mi ? _mm512_maskz_loadu_epi32(nj, src + (i0 + r) * src_ld + j0) : _mm512_setzero_si512();
       Transpose16x16(blk);
       const __mmask16 row_lanes = FirstLanes(mi);
-      for (int r = 0; r < 16 && j0 + r < n; ++r) _mm512_mask_storeu_epi32(dst + (j0 + r) * dst_ld + i0, row_lanes, blk[r]);
+      for (int r = 0; r < 16 && j0 + r < n; ++r)
+        _mm512_mask_storeu_epi32(dst + (j0 + r) * dst_ld + i0, row_lanes, blk[r]);
     }
   }
 }
