@@ -61,6 +61,18 @@ void PackScaledRowsAndPairs(const float* src, ptrdiff_t ld, int m, int k, float 
 // A at any strides, element by element -> A layout (pairs p < ceil(k / 2)).
 void PackPairsStrided(const float* src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, uint32_t* out, int out_ld);
 
+// The forward's exp-and-sum pass of the bf16 tables (tile_exp_sum of
+// AttentionTilesAvx512Bf16Exp: the same P and the same sums l, bit for bit) on
+// a transposed score tile (row j = one key, queries along the row), writing P
+// as the B operand of Vᵀ Pᵀ instead of back into s (which is only read):
+// pairs[(j / 2) * pairs_ld + x] = (P(j, x), P(j + 1, x)) for j < rows (the odd
+// last row pairs with zero) and x < len rounded up to 16 (zero past len).
+// attention_tiles_avx512.cc.
+void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const int* rb, const float* msafe,
+                 float* l, uint32_t* pairs, int pairs_ld);
+// c[r * ldc + x] *= alpha[x] for r < rows, x < n, skipping the 16-lane groups
+// whose alpha are all 1 (x * 1 is x: the same bits as multiplying them).
+void ScaleColumns(float* c, int rows, int ldc, int n, const float* alpha);
 // dst[j * dst_ld + i] = src[i * src_ld + j] for i < m, j < n (32-bit
 // elements, copied exactly), through 16 x 16 register transposes.
 void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld);

@@ -53,30 +53,38 @@ struct PackedKv {
   int64_t rows = 0;  // tokens rounded up to even, plus a zero tail of one tile
   int kp = 0;        // k-pairs of a K row (head_dim / 2)
   int64_t d = 0;
-  LineVector<uint32_t> k;     // [kv_heads][rows][kp]: A rows
-  LineVector<uint32_t> v[2];  // parity e: [kv_heads][rows / 2][d], pair p = keys (2p + e, 2p + e + 1)
+  int ldv = 0;                 // pairs per Vᵀ row: an odd multiple of 16 (see PackKv)
+  LineVector<uint32_t> k;      // [kv_heads][rows][kp]: A rows
+  LineVector<uint32_t> vt[2];  // parity e: [kv_heads][d][ldv], pair p = keys (2p + e, 2p + e + 1): Vᵀ as A rows
   const uint32_t* KRows(int64_t g, int64_t t) const { return k.data() + (g * rows + t) * kp; }
-  const uint32_t* VPairs(int64_t g, int64_t t) const {
+  const uint32_t* VtPairs(int64_t g, int64_t t) const {
     const int e = static_cast<int>(t & 1);
-    return v[e].data() + (g * (rows / 2) + (t - e) / 2) * d;
+    return vt[e].data() + g * d * ldv + (t - e) / 2;
   }
 };
 
 // Fills kv (kept by the caller across calls: sizes only grow, so no page
-// faults once warm); only the zero tails are cleared, the packers write the rest.
+// faults once warm); only the zero tails are cleared, the packers write the
+// rest. Vᵀ's row stride is an odd multiple of 64 bytes: at a power of two (a
+// long segment's rows / 2 pairs) the 16 rows of one A tile would all fall in
+// the same L1 sets.
 void PackKv(const Ctx<float>& c, PackedKv& kv) {
   const int64_t n = c.n, d = c.d, hkv = c.kv_heads;
   kv.rows = (n + 1) / 2 * 2 + kBlockK;
   kv.kp = static_cast<int>(d / 2);
   kv.d = d;
-  const int64_t half = kv.rows / 2;
+  kv.ldv = RoundUp16(static_cast<int>(kv.rows / 2)) | 16;
   kv.k.resize(static_cast<size_t>(hkv * kv.rows * kv.kp));
-  kv.v[0].resize(static_cast<size_t>(hkv * half * d));
-  kv.v[1].resize(kv.v[0].size());
+  kv.vt[0].resize(static_cast<size_t>(hkv * d * kv.ldv));
+  kv.vt[1].resize(kv.vt[0].size());
   for (int64_t g = 0; g < hkv; ++g) {
     std::fill(kv.k.begin() + (g * kv.rows + n) * kv.kp, kv.k.begin() + (g + 1) * kv.rows * kv.kp, 0u);
-    std::fill(kv.v[0].begin() + (g * half + (n + 1) / 2) * d, kv.v[0].begin() + (g + 1) * half * d, 0u);
-    std::fill(kv.v[1].begin() + (g * half + n / 2) * d, kv.v[1].begin() + (g + 1) * half * d, 0u);
+    for (int64_t x = 0; x < d; ++x) {
+      uint32_t* row0 = kv.vt[0].data() + (g * d + x) * kv.ldv;
+      uint32_t* row1 = kv.vt[1].data() + (g * d + x) * kv.ldv;
+      std::fill(row0 + (n + 1) / 2, row0 + kv.ldv, 0u);
+      std::fill(row1 + n / 2, row1 + kv.ldv, 0u);
+    }
   }
   constexpr int64_t kChunk = 256;  // rows per task (even, so pairs never straddle two tasks)
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -87,58 +95,73 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
       const int di = static_cast<int>(d);
       amx::PackPairsAlongRows(c.k + r0 * c.sk + g * d, c.sk, static_cast<int>(rows), di,
                               kv.k.data() + (g * kv.rows + r0) * kv.kp, kv.kp);
-      amx::PackPairsOfRows(c.v + r0 * c.sv + g * d, c.sv, static_cast<int>(rows), di,
-                           kv.v[0].data() + (g * (kv.rows / 2) + r0 / 2) * d, di);
+      // Whole 16 x 16 pair blocks, zero past the keys: only the last chunk
+      // writes past its pairs, into the zero tail.
+      amx::PackPairsOfColumns(c.v + r0 * c.sv + g * d, c.sv, static_cast<int>(rows), di,
+                              kv.vt[0].data() + g * d * kv.ldv + r0 / 2, kv.ldv);
       // Parity 1: keys (r0 + 1, r0 + 2), ...; the chunk's last pair takes the
       // next chunk's first key (or pairs with zero at the end).
       const int64_t odd_rows = std::min(kChunk, n - r0 - 1);
       if (odd_rows > 0)
-        amx::PackPairsOfRows(c.v + (r0 + 1) * c.sv + g * d, c.sv, static_cast<int>(odd_rows), di,
-                             kv.v[1].data() + (g * (kv.rows / 2) + r0 / 2) * d, di);
+        amx::PackPairsOfColumns(c.v + (r0 + 1) * c.sv + g * d, c.sv, static_cast<int>(odd_rows), di,
+                                kv.vt[1].data() + g * d * kv.ldv + r0 / 2, kv.ldv);
     }
 }
 
 struct AmxScratch {
   LineVector<float> st, acc, acc2, s, dp, dqa;
-  LineVector<uint32_t> qb, pa, pt, dst, vb, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
+  LineVector<uint32_t> qb, pa, pt, dst, pb, vt, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
       : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
-        dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * std::max(kBwdKeys, kBlockKAmxForward) / 2),
-        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), vb(kMaxForwardKeys / 2 * d), ktb(d / 2 * kBwdKeys),
+        dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2),
+        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), pb(kMaxForwardKeys / 2 * kBlockQ), vt(d * kMaxForwardKeys / 2),
+        ktb(d / 2 * kBwdKeys),
         vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
 
+// The output accumulates transposed, Oᵀ += Vᵀ Pᵀ (acc[x * kBlockQ + i]): the
+// transposed score tile's rows are keys, so the exp pass can write pairs of
+// its rows — P's k-pairs as the B operand wants them — straight from
+// registers (amx::ExpSumPairs), with no transposing conversion; the tile unit
+// gives Oᵀ the bits of O = P V (the same k-steps in the same order).
 void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const PackedKv& kv) {
   const int64_t d = c.d, h = it.head, g = h / c.group, i0 = it.begin;
   const int di = static_cast<int>(d), kp = di / 2;
   const int nq = static_cast<int>(it.end - i0), mq = RoundUp16(nq);
   const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
   float* st = w.st.data();
+  OnlineSoftmax<float>& sm = w.softmax;
   // Scaled Qᵀ as B, [kp][64] (columns past mq are not read).
   amx::PackRowPairsTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, di, c.scale, w.qb.data(), kBlockQ);
-  std::fill(w.acc.begin(), w.acc.begin() + mq * d, 0.f);
-  w.softmax.Start(nq);
+  std::fill(w.acc.begin(), w.acc.begin() + d * kBlockQ, 0.f);
+  sm.Start(nq);
   amx::LoadTileConfig();
   for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockKAmxForward) {
     const int64_t t1 = std::min<int64_t>(t0 + kBlockKAmxForward, k_end);
     const int nk = static_cast<int>(t1 - t0);
     amx::Product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data(), kBlockQ, st, kBlockQ, false);  // Sᵀ
-    w.softmax.Fold(c, t0, nk, p0, nq, st, w.acc.data());
-    // acc += P V: P(i, j) = st[j * kBlockQ + i] as A rows; V pairs pre-converted
-    // unless this tile's pairs reach past the segment.
+    // Fold's statistics, then its exp pass writing P as key pairs of the
+    // queries (B, [kpp][kBlockQ], zero past nq and in pairs past nk), and the
+    // rescale of Oᵀ's columns.
     const int kpp = RoundUp16((nk + 1) / 2);
-    amx::PackPairsOfColumns(st, kBlockQ, nk, nq, w.pa.data(), kpp);
-    const uint32_t* vb = kv.VPairs(g, t0);
+    sm.FoldMax(c, t0, nk, p0, nq, st);
+    amx::ExpSumPairs(st, nk, kBlockQ, nq, sm.ra.data(), sm.rb.data(), sm.msafe.data(), sm.l.data(), w.pb.data(),
+                     kBlockQ);
+    ZeroPairs(w.pb.data(), kBlockQ, (nk + 1) / 2, kpp);
+    amx::ScaleColumns(w.acc.data(), di, kBlockQ, nq, sm.alpha.data());
+    // Vᵀ pre-converted unless this tile's pairs reach past the segment.
+    const uint32_t* vt = kv.VtPairs(g, t0);
+    int ldv = kv.ldv;
     if (t0 + 2 * kpp > it.seg_end) {
-      amx::PackPairsOfRows(c.v + t0 * c.sv + g * d, c.sv, nk, di, w.vb.data(), di);
-      ZeroPairs(w.vb.data(), di, (nk + 1) / 2, kpp);
-      vb = w.vb.data();
+      amx::PackPairsOfColumns(c.v + t0 * c.sv + g * d, c.sv, nk, di, w.vt.data(), kBlockKAmxForward / 2);
+      vt = w.vt.data();
+      ldv = kBlockKAmxForward / 2;
     }
-    amx::Product(mq, di, kpp, w.pa.data(), kpp, vb, di, w.acc.data(), di, true);
+    amx::Product(di, mq, kpp, vt, ldv, w.pb.data(), kBlockQ, w.acc.data(), kBlockQ, true);  // Oᵀ += Vᵀ Pᵀ
   }
-  w.softmax.Finish(c, it, w.acc.data());
+  sm.Finish(c, it, w.acc.data(), /*acc_transposed=*/true);
 }
 
 // Backward, after a key block [j0, j0 + nk): its dK, dV from the transposed

@@ -135,39 +135,48 @@ struct OnlineSoftmax {
     std::fill(l.begin(), l.begin() + nq, T(0));
   }
   // Keys t0 + [0, nk) against queries whose first sits at key index p0:
-  // visible ranges, running max, rescale of l and of the nq x d accumulator
-  // rows, then st = P (0 where masked).
-  void Fold(const Ctx<T>& c, int64_t t0, int nk, int64_t p0, int nq, T* st, T* acc) {
-    const AttentionTileKernels<T>& K = *c.tiles;
-    const int64_t d = c.d;
+  // visible ranges (ra, rb), running max, alpha (the rescale of what was
+  // accumulated), msafe, and l rescaled: Fold up to its exp pass.
+  void FoldMax(const Ctx<T>& c, int64_t t0, int nk, int64_t p0, int nq, const T* st) {
     for (int j = 0; j < nk; ++j) {
       const Range r = QueriesSeeing(c, t0 + j, p0, nq);
       ra[j] = r.a;
       rb[j] = r.b;
     }
     std::copy(m.begin(), m.begin() + nq, mn.begin());
-    K.tile_max(st, nk, kBlockQ, ra.data(), rb.data(), mn.data());
+    c.tiles->tile_max(st, nk, kBlockQ, ra.data(), rb.data(), mn.data());
     for (int i = 0; i < nq; ++i) {
       alpha[i] = math::SoftmaxRescale(m[i], mn[i]);
       msafe[i] = math::SoftmaxSafeMax(mn[i]);
       l[i] *= alpha[i];
       m[i] = mn[i];
     }
-    K.tile_exp_sum(st, nk, kBlockQ, nq, ra.data(), rb.data(), msafe.data(), l.data());
+  }
+  // FoldMax, then st = P (0 where masked), l += P's sums, and the nq x d
+  // accumulator rows rescaled by alpha.
+  void Fold(const Ctx<T>& c, int64_t t0, int nk, int64_t p0, int nq, T* st, T* acc) {
+    const int64_t d = c.d;
+    FoldMax(c, t0, nk, p0, nq, st);
+    c.tiles->tile_exp_sum(st, nk, kBlockQ, nq, ra.data(), rb.data(), msafe.data(), l.data());
     for (int i = 0; i < nq; ++i)
       if (alpha[i] != T(1)) {
         T* arow = acc + i * d;
         for (int64_t x = 0; x < d; ++x) arow[x] *= alpha[i];
       }
   }
-  // O = acc / l and lse of the item's queries.
-  void Finish(const Ctx<T>& c, const Item& it, const T* acc) const {
+  // O = acc / l and lse of the item's queries: acc as nq rows of d, or with
+  // acc_transposed as d rows of kBlockQ (acc[x * kBlockQ + i]).
+  void Finish(const Ctx<T>& c, const Item& it, const T* acc, bool acc_transposed = false) const {
     const int64_t d = c.d, h = it.head, i0 = it.begin;
     for (int64_t i = 0; i < it.end - i0; ++i) {
       const T inv = math::SoftmaxInvSum(l[i]);
       T* orow = c.o + (i0 + i) * c.so + h * d;
-      const T* arow = acc + i * d;
-      for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
+      if (acc_transposed) {
+        for (int64_t x = 0; x < d; ++x) orow[x] = acc[x * kBlockQ + i] * inv;
+      } else {
+        const T* arow = acc + i * d;
+        for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
+      }
       c.lse[h * c.slse + i0 + i] = math::SoftmaxLse(m[i], l[i]);
     }
   }

@@ -262,6 +262,42 @@ const AttentionTileKernels<float>* AttentionTilesAvx512Bf16Exp() { return &kTile
 
 namespace longctx::cpu::amx {
 
+// TileExpSum<true>'s loop (the same operations in the same order per lane:
+// the same P and the same sums), rows taken two at a time and each pair stored
+// as 16 bf16 pairs instead of two fp32 rows.
+void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const int* rb, const float* msafe,
+                 float* l, uint32_t* pairs, int pairs_ld) {
+  for (int x = 0; x < len; x += 16) {
+    const __mmask16 in = RangeMask(0, len, x);
+    const __m512 mv = _mm512_maskz_loadu_ps(in, msafe + x);
+    const __m512 nmv = _mm512_mul_ps(mv, _mm512_set1_ps(-1.44269504088896341f));
+    __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
+    // P of row j on lanes x + [0, 16), zero where not visible or past len,
+    // added to the sums.
+    auto prob = [&](int j) {
+      const float* row = s + j * ld;
+      if (ra[j] <= x && rb[j] >= x + 16) {
+        const __m512 p = ShiftedExp<true>(_mm512_loadu_ps(row + x), mv, nmv);
+        lv = _mm512_add_ps(lv, p);
+        return p;
+      }
+      const __mmask16 vis = RangeMask(ra[j], rb[j], x);
+      if (vis == 0) return _mm512_setzero_ps();
+      const __m512 p = _mm512_maskz_mov_ps(vis, ShiftedExp<true>(_mm512_maskz_loadu_ps(vis, row + x), mv, nmv));
+      lv = _mm512_mask_add_ps(lv, vis, lv, p);
+      return p;
+    };
+    int j = 0;
+    for (; j + 1 < rows; j += 2) {
+      const __m512 lo = prob(j);
+      const __m512 hi = prob(j + 1);
+      _mm512_storeu_si512(pairs + (j / 2) * pairs_ld + x, PairLanes(lo, hi));
+    }
+    if (j < rows) _mm512_storeu_si512(pairs + (j / 2) * pairs_ld + x, PairLanes(prob(j), _mm512_setzero_ps()));
+    _mm512_mask_storeu_ps(l + x, in, lv);
+  }
+}
+
 // TileBackward<true>'s arithmetic, expression for expression, on two rows at a
 // time and 32 keys per step, converted in registers instead of stored as fp32.
 void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, int width, const int* ra,

@@ -158,6 +158,18 @@ inline void Transpose16x16(__m512i r[16]) {
   }
 }
 
+void ScaleColumns(float* c, int rows, int ldc, int n, const float* alpha) {
+  for (int x = 0; x < n; x += 16) {
+    const __mmask16 m = FirstLanes(n - x);
+    const __m512 a = _mm512_maskz_loadu_ps(m, alpha + x);
+    if (_mm512_mask_cmp_ps_mask(m, a, _mm512_set1_ps(1.f), _CMP_NEQ_UQ) == 0) continue;
+    for (int r = 0; r < rows; ++r) {
+      float* row = c + r * ldc + x;
+      _mm512_mask_storeu_ps(row, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row), a));
+    }
+  }
+}
+
 void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld) {
   __m512i blk[16];
   // j0 outer: each destination row is written whole before the next.
