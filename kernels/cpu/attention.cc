@@ -209,23 +209,20 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
       drow_data[h * n + i] = static_cast<T>(s);
     }
   c.drow = drow.data();
-  // The packed AMX driver sums a kv group's heads itself unless it runs one
-  // head per item (AmxBackwardWritesPartials).
-  bool packed = false, partials = c.group > 1;
-  if constexpr (std::is_same_v<T, float>) {
-    packed = UsePackedAmx(c, config);
-    if (packed) partials = AmxBackwardWritesPartials(c);
-  }
-  if (partials) {
+  if (c.group > 1) {
     dk_part.resize(static_cast<size_t>(heads * n * d));
     dv_part.resize(dk_part.size());
     c.dk_part = dk_part.data();
     c.dv_part = dv_part.data();
   }
+  bool packed = false;
   if constexpr (std::is_same_v<T, float>)
-    if (packed) AmxAttentionBackwardItems({c, c.tiles, c.drow, c.dk_part, c.dv_part});
+    if (UsePackedAmx(c, config)) {
+      AmxAttentionBackwardItems({c, c.tiles, c.drow, c.dk_part, c.dv_part});
+      packed = true;
+    }
   if (!packed) RunItems<Scratch<T>>(c, MakeBackwardItems(c.cu, c.segments, heads), BackwardItem<T>);
-  if (!partials) return;
+  if (c.group == 1) return;
   // dK, dV of kv head g = the partials of its query heads, summed in head order.
   const int64_t group = c.group, kv_heads = c.kv_heads;
 #pragma omp parallel for schedule(static)

@@ -25,8 +25,6 @@
 #include <memory>
 #include <vector>
 
-#include <omp.h>
-
 #include "kernels/cpu/attention_driver.h"
 #include "kernels/log.h"
 #include "kernels/math/online_softmax.h"
@@ -110,82 +108,9 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
     }
 }
 
-// One query head's part of a backward item: its scaled Q and dO of the
-// segment (fp32 product, then rounded once), packed straight from their rows
-// as A rows [len + tail][kp] and, transposed, as rows of query pairs [d][ldt]
-// (ldt an odd multiple of 16 pairs, so a tile's 16 rows do not share L1
-// sets); the tails are zero. Its dQ accumulator with room for a whole last
-// tile. Packed rows and zeroed dQ rows are made as the key loop first needs
-// them, and dQ rows are written out as soon as no later key block can reach
-// them (queries before the next block's first key): a sliding window's
-// backward then works on the window's rows while they are in cache instead
-// of streaming whole-segment passes through memory.
-struct HeadRows {
-  LineVector<uint32_t> qsa, dosa, qsb, dosb;
-  LineVector<float> dqa;
-  const float *q_rows = nullptr, *do_rows = nullptr, *lse = nullptr, *drow = nullptr;
-  int64_t len = 0, rows = 0;
-  int ldt = 0;
-  int64_t packed = 0, zeroed = 0, written = 0;  // rows packed, dQ rows zeroed, dQ rows written out
-
-  void Start(const Ctx<float>& c, const Item& it, int64_t h) {
-    const int64_t d = c.d, sb = it.seg_begin, kp = d / 2;
-    len = it.seg_end - sb;
-    rows = (len + 1) / 2 * 2 + kBlockQ;
-    ldt = RoundUp16(static_cast<int>(rows / 2)) | 16;
-    q_rows = c.q + sb * c.sq + h * d;
-    do_rows = c.d_o + sb * c.sdo + h * d;
-    lse = c.lse + h * c.slse + sb;
-    drow = c.drow + h * c.n + sb;
-    dqa.resize(static_cast<size_t>(rows * d));
-    // Only the tails are cleared here (the buffers are kept across items and
-    // calls); the packers write everything before them.
-    qsa.resize(static_cast<size_t>(rows * kp));
-    dosa.resize(qsa.size());
-    qsb.resize(static_cast<size_t>(d * ldt));
-    dosb.resize(qsb.size());
-    std::fill(qsa.begin() + len * kp, qsa.end(), 0u);
-    std::fill(dosa.begin() + len * kp, dosa.end(), 0u);
-    for (int64_t x = 0; x < d; ++x) {
-      std::fill(qsb.begin() + x * ldt + (len + 1) / 2, qsb.begin() + (x + 1) * ldt, 0u);
-      std::fill(dosb.begin() + x * ldt + (len + 1) / 2, dosb.begin() + (x + 1) * ldt, 0u);
-    }
-    packed = zeroed = written = 0;
-  }
-  // Rows [0, hi) of the packed Q, dO and of dQ ready.
-  void Need(const Ctx<float>& c, int64_t hi) {
-    const int64_t d = c.d, kp = d / 2;
-    const int di = static_cast<int>(d);
-    if (hi > packed && packed < len) {
-      // In steps of at least 256 rows (even: pairs never straddle two steps;
-      // a step's last 16-pair block may write zeros the next step overwrites).
-      const int64_t to = std::min<int64_t>(len, std::max<int64_t>(hi, packed + 256));
-      const int count = static_cast<int>(to - packed);
-      amx::PackScaledRowsAndPairs(q_rows + packed * c.sq, c.sq, count, di, c.scale, qsa.data() + packed * kp,
-                                  static_cast<int>(kp), nullptr, 0);
-      amx::PackScaledRowsAndPairs(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, dosa.data() + packed * kp,
-                                  static_cast<int>(kp), nullptr, 0);
-      amx::PackScaledPairsOfColumns(q_rows + packed * c.sq, c.sq, count, di, c.scale, qsb.data() + packed / 2, ldt);
-      amx::PackScaledPairsOfColumns(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, dosb.data() + packed / 2, ldt);
-      packed = to;
-    }
-    if (hi > zeroed) {
-      const int64_t to = std::min<int64_t>(rows, std::max<int64_t>(hi, zeroed + 256));
-      std::fill(dqa.begin() + zeroed * d, dqa.begin() + to * d, 0.f);
-      zeroed = to;
-    }
-  }
-  // dQ rows [written, done) out (scaled), as WriteDq does.
-  void WriteDqUpTo(const Ctx<float>& c, const Item& head_item, int64_t done) {
-    WriteDq(c, head_item, dqa.data(), written, done);
-    written = done;
-  }
-};
-
 struct AmxScratch {
-  LineVector<float> st, acc, acc2, s, dp;
-  LineVector<uint32_t> qb, pa, pt, dst, pb, vt, ktb, vtb, kdb;
-  std::vector<HeadRows> heads;  // the backward's, one per query head of the item's group
+  LineVector<float> st, acc, acc2, s, dp, dqa;
+  LineVector<uint32_t> qb, pa, pt, dst, pb, vt, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
@@ -239,10 +164,23 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
   sm.Finish(c, it, w.acc.data(), /*acc_transposed=*/true);
 }
 
-// The products of one head's query tiles against a key block (whose Kᵀ, Vᵀ
-// and K pairs are in w): S = Qs Kᵀ and dP = dO Vᵀ (row-major, queries by
-// keys), then one fused pass (amx::BackwardPairs) gives P and dS as pairs of
-// query rows and dS as rows of key pairs, and
+// Backward, after a key block [j0, j0 + nk): its dK, dV from the transposed
+// accumulators (dkt[x * ld + r]: key r, dimension x) to the outputs, or to
+// this head's partial with GQA (the destinations of WriteKeyBlock).
+void WriteKeyBlockTransposed(const Ctx<float>& c, const Item& it, int64_t j0, int nk, const float* dkt,
+                             const float* dvt, int ld) {
+  const int64_t d = c.d, h = it.head, g = h / c.group;
+  float* dk_out = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
+  float* dv_out = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
+  const int64_t sdk = c.group == 1 ? c.sdk : d, sdv = c.group == 1 ? c.sdv : d;
+  const int di = static_cast<int>(d);
+  amx::StoreTransposed(dkt, ld, di, nk, dk_out + j0 * sdk, sdk);
+  amx::StoreTransposed(dvt, ld, di, nk, dv_out + j0 * sdv, sdv);
+}
+
+// The products of a query tile against a key block: S = Qs Kᵀ and dP = dO Vᵀ
+// (row-major, queries by keys), then one fused pass (amx::BackwardPairs) gives
+// P and dS as pairs of query rows and dS as rows of key pairs, and
 //   dQ  += dS K,     A = dS rows,   B = K pairs;
 //   dVᵀ += dOᵀ P,    A = dOᵀ rows of query pairs, B = P pairs;
 //   dKᵀ += Qsᵀ dS,   A = Qsᵀ,       B = dS pairs.
@@ -250,127 +188,132 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
 // straight from the pass: no transposing conversion of Pᵀ and dSᵀ (the tile
 // unit gives Cᵀ = Bᵀ Aᵀ the bits of C = A B, so the results are those of
 // dV += Pᵀ dO, dK += dSᵀ Qs, as the generic driver computes them).
-void KeyBlockOfHead(const Ctx<float>& c, int64_t sb, int64_t j0, int nk, int64_t qlo, int64_t qhi, HeadRows& hr,
-                    AmxScratch& w, float* dkt, float* dvt) {
-  const int di = static_cast<int>(c.d), kp = di / 2;
-  const int mk = RoundUp16(nk), kpk = RoundUp16((nk + 1) / 2);
+void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
+  const int64_t d = c.d, h = it.head, g = h / c.group, sb = it.seg_begin, se = it.seg_end, len = se - sb;
+  const int di = static_cast<int>(d), kp = di / 2;
+  const float* lse = c.lse + h * c.slse;
+  const float* drow = c.drow + h * c.n;
   int* ra = w.ra.data();
   int* rb = w.rb.data();
+  // Scaled Q and dO of this segment and head (fp32 product, then rounded
+  // once), packed straight from their rows: as A rows [len + tail][kp] and,
+  // transposed, as rows of query pairs [d][ldt] (ldt an odd multiple of 16
+  // pairs, so a tile's 16 rows do not share L1 sets); the tails are zero. dQ
+  // accumulator with room for a whole last tile. Packed rows and zeroed dQ
+  // rows are made as the key loop first needs them, and dQ rows are written
+  // out as soon as no later key block can reach them (queries before the next
+  // block's first key): a sliding window's backward then works on the window's
+  // rows while they are in cache instead of streaming whole-segment passes
+  // through memory.
+  const int64_t rows = (len + 1) / 2 * 2 + kBlockQ;
+  const int ldt = RoundUp16(static_cast<int>(rows / 2)) | 16;
+  const float* q_rows = c.q + sb * c.sq + h * d;
+  const float* do_rows = c.d_o + sb * c.sdo + h * d;
+  w.dqa.resize(static_cast<size_t>(rows * d));
+  // Only the tails are cleared here (the buffers are kept across items and
+  // calls); the packers write everything before them.
+  w.qsa.resize(static_cast<size_t>(rows * kp));
+  w.dosa.resize(w.qsa.size());
+  w.qsb.resize(static_cast<size_t>(d * ldt));
+  w.dosb.resize(w.qsb.size());
+  std::fill(w.qsa.begin() + len * kp, w.qsa.end(), 0u);
+  std::fill(w.dosa.begin() + len * kp, w.dosa.end(), 0u);
+  for (int64_t x = 0; x < d; ++x) {
+    std::fill(w.qsb.begin() + x * ldt + (len + 1) / 2, w.qsb.begin() + (x + 1) * ldt, 0u);
+    std::fill(w.dosb.begin() + x * ldt + (len + 1) / 2, w.dosb.begin() + (x + 1) * ldt, 0u);
+  }
+  int64_t packed = 0, zeroed = 0, written = 0;  // rows packed, dQ rows zeroed, dQ rows written out
+  auto need_rows = [&](int64_t hi) {             // rows [0, hi) of the packed Q, dO and of dQ ready
+    if (hi > packed && packed < len) {
+      // In steps of at least 256 rows (even: pairs never straddle two steps;
+      // a step's last 16-pair block may write zeros the next step overwrites).
+      const int64_t to = std::min<int64_t>(len, std::max<int64_t>(hi, packed + 256));
+      const int count = static_cast<int>(to - packed);
+      amx::PackScaledRowsAndPairs(q_rows + packed * c.sq, c.sq, count, di, c.scale, w.qsa.data() + packed * kp, kp,
+                                  nullptr, 0);
+      amx::PackScaledRowsAndPairs(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, w.dosa.data() + packed * kp, kp,
+                                  nullptr, 0);
+      amx::PackScaledPairsOfColumns(q_rows + packed * c.sq, c.sq, count, di, c.scale, w.qsb.data() + packed / 2, ldt);
+      amx::PackScaledPairsOfColumns(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, w.dosb.data() + packed / 2, ldt);
+      packed = to;
+    }
+    if (hi > zeroed) {
+      const int64_t to = std::min<int64_t>(rows, std::max<int64_t>(hi, zeroed + 256));
+      std::fill(w.dqa.begin() + zeroed * d, w.dqa.begin() + to * d, 0.f);
+      zeroed = to;
+    }
+  };
+  float* dkt = w.acc.data();   // dKᵀ, [d][kBwdKeys]
+  float* dvt = w.acc2.data();  // dVᵀ
   float* s = w.s.data();
   float* dp = w.dp.data();
-  bool pending = false;  // a full tile's P, dS pairs wait in pair rows 0-31 of pt, dst
-  int64_t pending_u = 0;
-  for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
-    const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
-    const int kpq = RoundUp16((nq + 1) / 2);
-    const int64_t u = t0 - sb;
-    amx::Product(mq, mk, kp, hr.qsa.data() + u * kp, kp, w.ktb.data(), kBwdKeys, s, kBwdKeys, false);   // S
-    amx::Product(mq, mk, kp, hr.dosa.data() + u * kp, kp, w.vtb.data(), kBwdKeys, dp, kBwdKeys, false);  // dP
-    for (int r = 0; r < nq; ++r) {
-      const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
-      ra[r] = rr.a;
-      rb[r] = rr.b;
-    }
-    // P and dS pairs of query rows (B, row stride kBwdKeys): a full tile at an
-    // even offset waits in pair rows 0-31 for the next tile (rows 32-63), so
-    // dVᵀ and dKᵀ take both in one product — k-steps in the same order, C
-    // stored and reloaded half as often, the same bits. dS as A rows of key
-    // pairs for dQ, zero in the rows past nq.
-    const int off = pending ? kBlockQ / 2 : 0;
-    if (nq != mq) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
-    amx::BackwardPairs(s, dp, nq, kBwdKeys, nk, 2 * kpk, ra, rb, hr.lse + u, hr.drow + u,
-                       w.pt.data() + off * kBwdKeys, w.dst.data() + off * kBwdKeys, kBwdKeys, w.pa.data(), kpk);
-    ZeroPairs(w.pt.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
-    ZeroPairs(w.dst.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
-    amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, hr.dqa.data() + u * di, di, true);  // dQ += dS K
-    if (!pending && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
-      pending = true;
-      pending_u = u;
-      continue;
-    }
-    // dOᵀ and Qsᵀ of the tile(s) as A: the head's pairs from query u0 on
-    // (pairs past the segment's end are the zero tail). u0 is even: a key
-    // block's first query is its first key (the backward has no diagonal
-    // offset: AttentionParams::Validate), an even offset from the segment's
-    // start, and tiles follow in steps of kBlockQ.
-    const int64_t u0 = pending ? pending_u : u;
-    CHECK(u0 % 2 == 0) << "AMX attention backward: query tile at odd offset " << u0;
-    const int kpt = off + kpq;
-    // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS
-    amx::Product(di, mk, kpt, hr.dosb.data() + u0 / 2, hr.ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);
-    amx::Product(di, mk, kpt, hr.qsb.data() + u0 / 2, hr.ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);
-    pending = false;
-  }
-}
-
-// A backward item is a segment and it.heads query heads from it.head on, of
-// one kv group: the whole group (when there are enough such items for the
-// threads) or one head. Kᵀ, Vᵀ and K of each key block are converted once
-// for the item's heads; each head accumulates its own dKᵀ, dVᵀ (as the
-// generic driver's per-head partials). A whole group's are added in head
-// order — the generic driver's reduction of its partials, the same fp32
-// additions in the same order: the same bits — and written straight to dK,
-// dV, so no partials exist; a one-head item of a group > 1 writes its
-// partial, which attention.cc reduces as for the generic driver.
-void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
-  const int64_t d = c.d, h0 = it.head, nh = it.heads, g = h0 / c.group;
-  const int64_t sb = it.seg_begin, se = it.seg_end, len = se - sb;
-  const int di = static_cast<int>(d);
-  if (static_cast<int64_t>(w.heads.size()) < nh) w.heads.resize(static_cast<size_t>(nh));
-  w.acc.resize(static_cast<size_t>(nh * d * kBwdKeys));
-  w.acc2.resize(w.acc.size());
-  for (int64_t hh = 0; hh < nh; ++hh) w.heads[hh].Start(c, it, h0 + hh);
-  const int64_t rows = w.heads[0].rows;
-  auto head_item = [&](int64_t hh) {
-    Item one = it;
-    one.head = h0 + hh;
-    one.heads = 1;
-    return one;
-  };
-  // Where dK, dV go: the outputs (the whole group, or group 1), else this
-  // head's partial [n][d].
-  const bool whole = nh == c.group;
-  float* dk_out = whole ? c.dk + g * d : c.dk_part + h0 * c.n * d;
-  float* dv_out = whole ? c.dv + g * d : c.dv_part + h0 * c.n * d;
-  const int64_t sdk = whole ? c.sdk : d, sdv = whole ? c.sdv : d;
-  float* dkt = w.acc.data();   // dKᵀ of head h0 + hh at dkt + hh * d * kBwdKeys, [d][kBwdKeys]
-  float* dvt = w.acc2.data();  // dVᵀ
   amx::LoadTileConfig();
   for (int64_t j0 = sb; j0 < se; j0 += kBwdKeys) {
     const int64_t j1 = std::min<int64_t>(j0 + kBwdKeys, se);
-    const int nk = static_cast<int>(j1 - j0), kpk = RoundUp16((nk + 1) / 2);
+    const int nk = static_cast<int>(j1 - j0), mk = RoundUp16(nk), kpk = RoundUp16((nk + 1) / 2);
     const float* kb = c.k + j0 * c.sk + g * d;
     // Kᵀ and Vᵀ as B, [kp][kBwdKeys] (columns past mk are not read).
     amx::PackRowPairsTransposed(kb, c.sk, nk, di, 1.f, w.ktb.data(), kBwdKeys);
     amx::PackRowPairsTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, di, 1.f, w.vtb.data(), kBwdKeys);
     amx::PackPairsOfRows(kb, c.sk, nk, di, w.kdb.data(), di);                         // K as B: key pairs
     ZeroPairs(w.kdb.data(), di, (nk + 1) / 2, kpk);
-    std::fill(w.acc.begin(), w.acc.end(), 0.f);
-    std::fill(w.acc2.begin(), w.acc2.end(), 0.f);
+    std::fill(dkt, dkt + d * kBwdKeys, 0.f);
+    std::fill(dvt, dvt + d * kBwdKeys, 0.f);
     const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
     const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
-    for (int64_t hh = 0; hh < nh; ++hh) {
-      // Every row this block's tiles read or write: whole 16-row groups of
-      // the last tile, and the pairs a pair of tiles reaches.
-      w.heads[hh].Need(c, std::min<int64_t>(rows, RoundUp16(static_cast<int>(qhi - sb)) + kBlockQ));
-      KeyBlockOfHead(c, sb, j0, nk, qlo, qhi, w.heads[hh], w, dkt + hh * d * kBwdKeys, dvt + hh * d * kBwdKeys);
-    }
-    // The group's dKᵀ, dVᵀ: head 0's, plus head 1's, ... (in place in head 0's).
-    for (int64_t hh = 1; hh < nh; ++hh) {
-      const float* pk = dkt + hh * d * kBwdKeys;
-      const float* pv = dvt + hh * d * kBwdKeys;
-      for (int64_t e = 0; e < d * kBwdKeys; ++e) {
-        dkt[e] += pk[e];
-        dvt[e] += pv[e];
+    // Every row this block's tiles read or write: whole 16-row groups of the
+    // last tile, and the pairs a pair of tiles reaches.
+    need_rows(std::min<int64_t>(rows, RoundUp16(static_cast<int>(qhi - sb)) + kBlockQ));
+    bool pending = false;  // a full tile's P, dS pairs wait in pair rows 0-31 of pt, dst
+    int64_t pending_u = 0;
+    for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
+      const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
+      const int kpq = RoundUp16((nq + 1) / 2);
+      const int64_t u = t0 - sb;
+      amx::Product(mq, mk, kp, w.qsa.data() + u * kp, kp, w.ktb.data(), kBwdKeys, s, kBwdKeys, false);   // S
+      amx::Product(mq, mk, kp, w.dosa.data() + u * kp, kp, w.vtb.data(), kBwdKeys, dp, kBwdKeys, false);  // dP
+      for (int r = 0; r < nq; ++r) {
+        const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
+        ra[r] = rr.a;
+        rb[r] = rr.b;
       }
+      // P and dS pairs of query rows (B, row stride kBwdKeys): a full tile at
+      // an even offset waits in pair rows 0-31 for the next tile (rows 32-63),
+      // so dVᵀ and dKᵀ take both in one product — k-steps in the same order, C
+      // stored and reloaded half as often, the same bits. dS as A rows of key
+      // pairs for dQ, zero in the rows past nq.
+      const int off = pending ? kBlockQ / 2 : 0;
+      if (nq != mq) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
+      amx::BackwardPairs(s, dp, nq, kBwdKeys, nk, 2 * kpk, ra, rb, lse + t0, drow + t0,
+                         w.pt.data() + off * kBwdKeys, w.dst.data() + off * kBwdKeys, kBwdKeys, w.pa.data(), kpk);
+      ZeroPairs(w.pt.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
+      ZeroPairs(w.dst.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
+      amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);  // dQ += dS K
+      if (!pending && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
+        pending = true;
+        pending_u = u;
+        continue;
+      }
+      // dOᵀ and Qsᵀ of the tile(s) as A: the item's pairs from query u0 on
+      // (pairs past the segment's end are the zero tail). u0 is even: a key
+      // block's first query is its first key (the backward has no diagonal
+      // offset: AttentionParams::Validate), an even offset from the segment's
+      // start, and tiles follow in steps of kBlockQ.
+      const int64_t u0 = pending ? pending_u : u;
+      CHECK(u0 % 2 == 0) << "AMX attention backward: query tile at odd offset " << u0;
+      const int kpt = off + kpq;
+      // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS
+      amx::Product(di, mk, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);
+      amx::Product(di, mk, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);
+      pending = false;
     }
-    amx::StoreTransposed(dkt, kBwdKeys, di, nk, dk_out + j0 * sdk, sdk);
-    amx::StoreTransposed(dvt, kBwdKeys, di, nk, dv_out + j0 * sdv, sdv);
+    WriteKeyBlockTransposed(c, it, j0, nk, dkt, dvt, kBwdKeys);
     // Queries before the next block's first key see no later key.
     const int64_t done = std::min<int64_t>(len, j1 - sb);
-    for (int64_t hh = 0; hh < nh; ++hh) w.heads[hh].WriteDqUpTo(c, head_item(hh), done);
+    WriteDq(c, it, w.dqa.data(), written, done);
+    written = done;
   }
-  for (int64_t hh = 0; hh < nh; ++hh) w.heads[hh].WriteDqUpTo(c, head_item(hh), len);
+  WriteDq(c, it, w.dqa.data(), written, len);
 }
 
 std::atomic<int64_t> amx_calls{0};
@@ -380,6 +323,8 @@ Ctx<float> CtxOf(const AmxAttentionArgs& a) {
   Ctx<float> c{a.view};
   c.tiles = a.tiles;
   c.drow = a.drow;
+  c.dk_part = a.dk_part;
+  c.dv_part = a.dv_part;
   return c;
 }
 
@@ -390,10 +335,6 @@ bool AmxAttentionUsable(const AttentionView<float>& view) {
 }
 
 int64_t AmxAttentionCalls() { return amx_calls.load(std::memory_order_relaxed); }
-
-bool AmxBackwardWritesPartials(const AttentionView<float>& view) {
-  return view.group > 1 && view.segments * view.kv_heads < omp_get_max_threads();
-}
 
 void AmxAttentionForward(const AmxAttentionArgs& args) {
   CHECK(AmxAttentionUsable(args.view)) << "AmxAttentionForward: not usable here";
@@ -407,21 +348,8 @@ void AmxAttentionForward(const AmxAttentionArgs& args) {
 
 void AmxAttentionBackwardItems(const AmxAttentionArgs& args) {
   CHECK(AmxAttentionUsable(args.view)) << "AmxAttentionBackwardItems: not usable here";
-  Ctx<float> c = CtxOf(args);
-  c.dk_part = args.dk_part;
-  c.dv_part = args.dv_part;
-  std::vector<Item> items;
-  if (AmxBackwardWritesPartials(args.view)) {
-    CHECK(c.dk_part != nullptr && c.dv_part != nullptr) << "AmxAttentionBackwardItems: partials needed";
-    items = MakeBackwardItems(c.cu, c.segments, c.heads);  // one head each
-  } else {
-    items = MakeBackwardItems(c.cu, c.segments, c.kv_heads);  // a whole kv group each
-    for (Item& it : items) {
-      it.head *= c.group;
-      it.heads = c.group;
-    }
-  }
-  RunItems<AmxScratch>(c, items, BackwardItem);
+  const Ctx<float> c = CtxOf(args);
+  RunItems<AmxScratch>(c, MakeBackwardItems(c.cu, c.segments, c.heads), BackwardItem);
 }
 
 }  // namespace longctx::cpu
@@ -431,7 +359,6 @@ void AmxAttentionBackwardItems(const AmxAttentionArgs& args) {
 namespace longctx::cpu {
 bool AmxAttentionUsable(const AttentionView<float>&) { return false; }
 int64_t AmxAttentionCalls() { return 0; }
-bool AmxBackwardWritesPartials(const AttentionView<float>&) { return false; }
 void AmxAttentionForward(const AmxAttentionArgs&) { LOG(FATAL) << "AmxAttentionForward: no AMX on this host"; }
 void AmxAttentionBackwardItems(const AmxAttentionArgs&) {
   LOG(FATAL) << "AmxAttentionBackwardItems: no AMX on this host";

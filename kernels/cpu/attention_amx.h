@@ -19,8 +19,7 @@
 namespace longctx::cpu {
 
 // What attention.cc hands over: the unpacked params, the AMX tile table (for
-// its fp32 softmax passes) and, in the backward, D and (where
-// AmxBackwardWritesPartials) the GQA partials, [heads][n][d].
+// its fp32 softmax passes) and, in the backward, D and the GQA partials.
 struct AmxAttentionArgs {
   AttentionView<float> view;
   const AttentionTileKernels<float>* tiles = nullptr;
@@ -33,15 +32,10 @@ struct AmxAttentionArgs {
 // queries' segments (training; not a KV cache).
 bool AmxAttentionUsable(const AttentionView<float>& view);
 
-// The forward (every item), and the backward's items (D is attention.cc's,
-// before). The backward's items are a kv group's query heads each — their dK
-// and dV summed in head order, as the generic driver reduces its partials —
-// unless that gives fewer items than threads (segments x kv heads): then one
-// head each, writing the per-head partials that attention.cc reduces after
-// (AmxBackwardWritesPartials).
+// The forward (every item), and the backward's items (D and the GQA partials
+// are attention.cc's, before and after).
 void AmxAttentionForward(const AmxAttentionArgs& args);
 void AmxAttentionBackwardItems(const AmxAttentionArgs& args);
-bool AmxBackwardWritesPartials(const AttentionView<float>& view);
 
 // How many times either of the two above ran in this process (tests check
 // that the packed driver, not the generic one, produced what they compare).

@@ -56,7 +56,6 @@ struct Item {
   int64_t seg_begin, seg_end, begin, end;
   int64_t head;
   int64_t shift = 0;
-  int64_t heads = 1;  // query heads head, head + 1, ... (the packed AMX backward's kv-group items)
 };
 
 // Forward items: query blocks of each segment, with the key segment's bounds

@@ -449,47 +449,28 @@ TEST_P(AttentionAmxPackedTest, EqualsTheGenericAmxPath) {
   generic.Forward();
   generic.Backward();
   EXPECT_EQ(cpu::AmxAttentionCalls(), calls_before) << "bf16_amx_packed = false still ran the packed driver";
-  // The packed backward's items are a whole kv group each (dK, dV summed in
-  // place) when there are at least as many (segments x kv heads) as threads,
-  // else one head each with partials: at 1 thread every case takes the first
-  // form, at 16 every GQA case here the second.
-  // Before each packed run the generic driver runs on other inputs, so that
-  // scratch it keeps between calls (D, the partials) holds other values.
-  const Inputs decoy_in = RandomInputs<float>(s, c.seed + 4000);
-  Buffers<float> decoy(c, decoy_in);
-  decoy.config.bf16 = true;
-  decoy.config.bf16_amx_packed = false;
-  const int threads_before = omp_get_max_threads();
-  for (int threads : {1, 16}) {
-    omp_set_num_threads(threads);
-    SCOPED_TRACE(::testing::Message() << threads << " threads");
-    decoy.Forward();
-    decoy.Backward();
-    const int64_t packed_before = cpu::AmxAttentionCalls();
-    packed.Forward();
-    packed.Backward();
-    const bool applies = c.head_dim % 32 == 0;
-    EXPECT_EQ(cpu::AmxAttentionCalls(), packed_before + (applies ? 2 : 0))
-        << "the packed driver " << (applies ? "did not run" : "ran") << " for head_dim " << c.head_dim;
-    const char* names[] = {"o", "lse", "dq", "dk", "dv"};
-    const Tensor* g[] = {&generic.p.o, &generic.p.lse, &generic.p.dq, &generic.p.dk, &generic.p.dv};
-    const Tensor* p[] = {&packed.p.o, &packed.p.lse, &packed.p.dq, &packed.p.dk, &packed.p.dv};
-    for (int t = 0; t < 5; ++t) {
-      const std::vector<double> a = Buffers<float>::Get(*g[t]), b = Buffers<float>::Get(*p[t]);
-      ASSERT_EQ(a.size(), b.size());
-      size_t differ = 0, first = a.size();
-      for (size_t i = 0; i < a.size(); ++i)
-        if (!(a[i] == b[i])) {
-          if (differ++ == 0) first = i;
-        }
-      EXPECT_EQ(differ, 0u) << c.name << ": " << names[t] << " differs at " << differ << " of " << a.size()
-                            << " elements (first " << first << ": generic "
-                            << (first < a.size() ? a[first] : 0.0) << ", packed " << (first < b.size() ? b[first] : 0.0)
-                            << ")";
-    }
-    EXPECT_EQ(packed.DirtyPadding(), 0);
+  packed.Forward();
+  packed.Backward();
+  const bool applies = c.head_dim % 32 == 0;
+  EXPECT_EQ(cpu::AmxAttentionCalls(), calls_before + (applies ? 2 : 0))
+      << "the packed driver " << (applies ? "did not run" : "ran") << " for head_dim " << c.head_dim;
+  const char* names[] = {"o", "lse", "dq", "dk", "dv"};
+  const Tensor* g[] = {&generic.p.o, &generic.p.lse, &generic.p.dq, &generic.p.dk, &generic.p.dv};
+  const Tensor* p[] = {&packed.p.o, &packed.p.lse, &packed.p.dq, &packed.p.dk, &packed.p.dv};
+  for (int t = 0; t < 5; ++t) {
+    const std::vector<double> a = Buffers<float>::Get(*g[t]), b = Buffers<float>::Get(*p[t]);
+    ASSERT_EQ(a.size(), b.size());
+    size_t differ = 0, first = a.size();
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(a[i] == b[i])) {
+        if (differ++ == 0) first = i;
+      }
+    EXPECT_EQ(differ, 0u) << c.name << ": " << names[t] << " differs at " << differ << " of " << a.size()
+                          << " elements (first " << first << ": generic "
+                          << (first < a.size() ? a[first] : 0.0) << ", packed " << (first < b.size() ? b[first] : 0.0)
+                          << ")";
   }
-  omp_set_num_threads(threads_before);
+  EXPECT_EQ(packed.DirtyPadding(), 0);
 }
 
 std::vector<Case> PackedCases() {
