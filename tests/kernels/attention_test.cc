@@ -449,6 +449,14 @@ TEST_P(AttentionAmxPackedTest, EqualsTheGenericAmxPath) {
   generic.Forward();
   generic.Backward();
   EXPECT_EQ(cpu::AmxAttentionCalls(), calls_before) << "bf16_amx_packed = false still ran the packed driver";
+  // The generic driver on other inputs first, so that scratch kept between
+  // calls (D, the GQA partials) holds other values when the packed one runs.
+  const Inputs decoy_in = RandomInputs<float>(s, c.seed + 4000);
+  Buffers<float> decoy(c, decoy_in);
+  decoy.config.bf16 = true;
+  decoy.config.bf16_amx_packed = false;
+  decoy.Forward();
+  decoy.Backward();
   packed.Forward();
   packed.Backward();
   const bool applies = c.head_dim % 32 == 0;
