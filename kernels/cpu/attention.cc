@@ -76,8 +76,7 @@ struct Scratch {
   OnlineSoftmax<T> softmax;  // the forward's statistics
   explicit Scratch(int64_t d)
       : qt(d * kBlockQ), kt(d * kBlockK), vt(d * kBlockK), kd(kBlockK * d), vd(kMaxForwardKeys * d),
-        s(kBlockQ * kMaxForwardKeys),
-        dp(kBlockQ * kBlockK), acc(std::max(kBlockQ, kBlockK) * d), acc2(kBlockK * d),
+        s(kBlockQ * kMaxForwardKeys), dp(kBlockQ * kBlockK), acc(std::max(kBlockQ, kBlockK) * d), acc2(kBlockK * d),
         ra(std::max(kBlockQ, kBlockK)), rb(std::max(kBlockQ, kBlockK)) {}
 };
 

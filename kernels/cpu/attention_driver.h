@@ -129,7 +129,8 @@ struct OnlineSoftmax {
   LineVector<T> m, l, mn, alpha, msafe;
   std::vector<int> ra, rb;
   OnlineSoftmax()
-      : m(kBlockQ), l(kBlockQ), mn(kBlockQ), alpha(kBlockQ), msafe(kBlockQ), ra(kMaxForwardKeys), rb(kMaxForwardKeys) {}
+      : m(kBlockQ), l(kBlockQ), mn(kBlockQ), alpha(kBlockQ), msafe(kBlockQ), ra(kMaxForwardKeys),
+        rb(kMaxForwardKeys) {}
   void Start(int nq) {
     std::fill(m.begin(), m.begin() + nq, math::NegInf<T>());
     std::fill(l.begin(), l.begin() + nq, T(0));
