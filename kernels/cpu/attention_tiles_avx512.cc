@@ -184,6 +184,24 @@ void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, flo
   }
 }
 
+// One row's P on lanes x + [0, 16) of a transposed score tile (exp(s - m),
+// zero where the row does not see the lane), added to the sums lv: the
+// per-row step of the forward's exp pass, shared by TileExpSum and the packed
+// AMX driver's amx::ExpSumPairs so both give the same bits.
+template <bool kBf16Exp>
+inline __m512 ExpSumLanes(const float* row, int x, int ra, int rb, __m512 mv, __m512 nmv, __m512& lv) {
+  if (ra <= x && rb >= x + 16) {
+    const __m512 p = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(row + x), mv, nmv);
+    lv = _mm512_add_ps(lv, p);
+    return p;
+  }
+  const __mmask16 vis = RangeMask(ra, rb, x);
+  if (vis == 0) return _mm512_setzero_ps();
+  const __m512 p = _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, row + x), mv, nmv));
+  lv = _mm512_mask_add_ps(lv, vis, lv, p);
+  return p;
+}
+
 template <bool kBf16Exp>
 void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* rb, const float* msafe, float* l) {
   for (int x = 0; x < len; x += 16) {
@@ -193,24 +211,29 @@ void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* r
     __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
     for (int j = 0; j < rows; ++j) {
       float* row = s + j * ld;
-      if (ra[j] <= x && rb[j] >= x + 16) {
-        const __m512 p = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(row + x), mv, nmv);
-        _mm512_mask_storeu_ps(row + x, in, p);
-        lv = _mm512_add_ps(lv, p);
-        continue;
-      }
-      const __mmask16 vis = RangeMask(ra[j], rb[j], x);
-      if (vis == 0) {
-        _mm512_mask_storeu_ps(row + x, in, _mm512_setzero_ps());
-        continue;
-      }
-      const __m512 p =
-          _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, row + x), mv, nmv));
-      _mm512_mask_storeu_ps(row + x, in, p);
-      lv = _mm512_mask_add_ps(lv, vis, lv, p);
+      _mm512_mask_storeu_ps(row + x, in, ExpSumLanes<kBf16Exp>(row, x, ra[j], rb[j], mv, nmv, lv));
     }
     _mm512_mask_storeu_ps(l + x, in, lv);
   }
+}
+
+// One query row's P = exp(s - lse) and dS = P (dP - D) on lanes x + [0, 16)
+// of row-major tiles (zero where the row does not see the key): the per-row
+// step of the backward's pass, shared by TileBackward and the packed AMX
+// driver's amx::BackwardPairs so both give the same bits. Returns whether
+// all 16 lanes are visible.
+template <bool kBf16Exp>
+inline bool BackwardLanes(const float* prow, const float* dsrow, int x, int ra, int rb, __m512 lv, __m512 nlv,
+                          __m512 dv, __m512& px, __m512& dsx) {
+  if (ra <= x && rb >= x + 16) {
+    px = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(prow + x), lv, nlv);
+    dsx = _mm512_mul_ps(px, _mm512_sub_ps(_mm512_loadu_ps(dsrow + x), dv));
+    return true;
+  }
+  const __mmask16 vis = RangeMask(ra, rb, x);
+  px = _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, prow + x), lv, nlv));
+  dsx = _mm512_maskz_mov_ps(vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_loadu_ps(vis, dsrow + x), dv)));
+  return false;
 }
 
 template <bool kBf16Exp>
@@ -222,18 +245,13 @@ void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra,
     const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
     const __m512 nlv = _mm512_set1_ps(-1.44269504088896341f * lse[i]);
     for (int x = 0; x < len; x += 16) {
-      if (ra[i] <= x && rb[i] >= x + 16) {
-        const __m512 px = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(prow + x), lv, nlv);
-        _mm512_storeu_ps(dsrow + x, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_loadu_ps(dsrow + x), dv)));
+      __m512 px, dsx;
+      if (BackwardLanes<kBf16Exp>(prow, dsrow, x, ra[i], rb[i], lv, nlv, dv, px, dsx)) {
+        _mm512_storeu_ps(dsrow + x, dsx);
         _mm512_storeu_ps(prow + x, px);
         continue;
       }
       const __mmask16 in = RangeMask(0, len, x);
-      const __mmask16 vis = RangeMask(ra[i], rb[i], x);
-      const __m512 px =
-          _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, prow + x), lv, nlv));
-      const __m512 dsx = _mm512_maskz_mov_ps(
-          vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_loadu_ps(vis, dsrow + x), dv)));
       _mm512_mask_storeu_ps(prow + x, in, px);
       _mm512_mask_storeu_ps(dsrow + x, in, dsx);
     }
@@ -262,9 +280,9 @@ const AttentionTileKernels<float>* AttentionTilesAvx512Bf16Exp() { return &kTile
 
 namespace longctx::cpu::amx {
 
-// TileExpSum<true>'s loop (the same operations in the same order per lane:
-// the same P and the same sums), rows taken two at a time and each pair stored
-// as 16 bf16 pairs instead of two fp32 rows.
+// TileExpSum<true>'s loop over ExpSumLanes (the same P and the same sums),
+// rows taken two at a time and each pair stored as 16 bf16 pairs instead of
+// two fp32 rows.
 void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const int* rb, const float* msafe,
                  float* l, uint32_t* pairs, int pairs_ld) {
   for (int x = 0; x < len; x += 16) {
@@ -272,21 +290,7 @@ void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const
     const __m512 mv = _mm512_maskz_loadu_ps(in, msafe + x);
     const __m512 nmv = _mm512_mul_ps(mv, _mm512_set1_ps(-1.44269504088896341f));
     __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
-    // P of row j on lanes x + [0, 16), zero where not visible or past len,
-    // added to the sums.
-    auto prob = [&](int j) {
-      const float* row = s + j * ld;
-      if (ra[j] <= x && rb[j] >= x + 16) {
-        const __m512 p = ShiftedExp<true>(_mm512_loadu_ps(row + x), mv, nmv);
-        lv = _mm512_add_ps(lv, p);
-        return p;
-      }
-      const __mmask16 vis = RangeMask(ra[j], rb[j], x);
-      if (vis == 0) return _mm512_setzero_ps();
-      const __m512 p = _mm512_maskz_mov_ps(vis, ShiftedExp<true>(_mm512_maskz_loadu_ps(vis, row + x), mv, nmv));
-      lv = _mm512_mask_add_ps(lv, vis, lv, p);
-      return p;
-    };
+    auto prob = [&](int j) { return ExpSumLanes<true>(s + j * ld, x, ra[j], rb[j], mv, nmv, lv); };
     int j = 0;
     for (; j + 1 < rows; j += 2) {
       const __m512 lo = prob(j);
@@ -298,29 +302,16 @@ void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const
   }
 }
 
-// TileBackward<true>'s arithmetic, expression for expression, on two rows at a
-// time and 32 keys per step, converted in registers instead of stored as fp32.
+// TileBackward<true>'s BackwardLanes on two rows at a time and 32 keys per
+// step, converted in registers instead of stored as fp32.
 void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, int width, const int* ra,
                    const int* rb, const float* lse, const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs,
                    int pairs_ld, uint32_t* ds_rows, int rows_ld) {
   // P and dS of row i on lanes x + [0, 16): zero where not visible or past len.
   auto lanes = [&](int i, int x, __m512& px, __m512& dsx) {
-    const float* prow = s + i * ld;
-    const float* dsrow = dp + i * ld;
     const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
     const __m512 nlv = _mm512_set1_ps(-1.44269504088896341f * lse[i]);
-    if (ra[i] <= x && rb[i] >= x + 16) {
-      px = ShiftedExp<true>(_mm512_loadu_ps(prow + x), lv, nlv);
-      dsx = _mm512_mul_ps(px, _mm512_sub_ps(_mm512_loadu_ps(dsrow + x), dv));
-      return;
-    }
-    const __mmask16 vis = RangeMask(ra[i], rb[i], x);
-    if (vis == 0) {
-      px = dsx = _mm512_setzero_ps();
-      return;
-    }
-    px = _mm512_maskz_mov_ps(vis, ShiftedExp<true>(_mm512_maskz_loadu_ps(vis, prow + x), lv, nlv));
-    dsx = _mm512_maskz_mov_ps(vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_loadu_ps(vis, dsrow + x), dv)));
+    BackwardLanes<true>(s + i * ld, dp + i * ld, x, ra[i], rb[i], lv, nlv, dv, px, dsx);
   };
   const __m512 zero = _mm512_setzero_ps();
   for (int i = 0; i < rows; i += 2) {
