@@ -164,17 +164,14 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
 }
 
 // Backward, after a key block [j0, j0 + nk): its dK, dV from the transposed
-// accumulators (dkt[x * ld + r]: key r, dimension x) to the outputs, or to
-// this head's partial with GQA (the destinations of WriteKeyBlock).
+// accumulators (dkt[x * ld + r]: key r, dimension x) to WriteKeyBlock's
+// destination.
 void WriteKeyBlockTransposed(const Ctx<float>& c, const Item& it, int64_t j0, int nk, const float* dkt,
                              const float* dvt, int ld) {
-  const int64_t d = c.d, h = it.head, g = h / c.group;
-  float* dk_out = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
-  float* dv_out = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
-  const int64_t sdk = c.group == 1 ? c.sdk : d, sdv = c.group == 1 ? c.sdv : d;
-  const int di = static_cast<int>(d);
-  amx::StoreTransposed(dkt, ld, di, nk, dk_out + j0 * sdk, sdk);
-  amx::StoreTransposed(dvt, ld, di, nk, dv_out + j0 * sdv, sdv);
+  const KeyBlockDestination<float> out(c, it);
+  const int di = static_cast<int>(c.d);
+  amx::StoreTransposed(dkt, ld, di, nk, out.dk + j0 * out.sdk, out.sdk);
+  amx::StoreTransposed(dvt, ld, di, nk, out.dv + j0 * out.sdv, out.sdv);
 }
 
 // The products of a query tile against a key block: S = Qs Kᵀ and dP = dO Vᵀ

@@ -198,17 +198,30 @@ void StageQueries(const Ctx<T>& c, const Item& it, LineVector<T>& qs, LineVector
   }
 }
 
+// Where a backward item's dK, dV rows go: the outputs, or this query head's
+// partial ([n][d], row stride d) when the kv heads are shared (GQA).
+template <class T>
+struct KeyBlockDestination {
+  T *dk, *dv;
+  int64_t sdk, sdv;  // row strides
+  KeyBlockDestination(const Ctx<T>& c, const Item& it) {
+    const int64_t d = c.d, h = it.head, g = h / c.group;
+    dk = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
+    dv = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
+    sdk = c.group == 1 ? c.sdk : d;
+    sdv = c.group == 1 ? c.sdv : d;
+  }
+};
+
 // Backward, after a key block [j0, j0 + nk): its dK, dV rows (dense, row
-// stride d) to the outputs, or to this head's partial with GQA.
+// stride d) to their destination.
 template <class T>
 void WriteKeyBlock(const Ctx<T>& c, const Item& it, int64_t j0, int nk, const T* dka, const T* dva) {
-  const int64_t d = c.d, h = it.head, g = h / c.group;
-  T* dk_out = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
-  T* dv_out = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
-  const int64_t sdk = c.group == 1 ? c.sdk : d, sdv = c.group == 1 ? c.sdv : d;
+  const int64_t d = c.d;
+  const KeyBlockDestination<T> out(c, it);
   for (int r = 0; r < nk; ++r) {
-    std::copy(dka + r * d, dka + (r + 1) * d, dk_out + (j0 + r) * sdk);
-    std::copy(dva + r * d, dva + (r + 1) * d, dv_out + (j0 + r) * sdv);
+    std::copy(dka + r * d, dka + (r + 1) * d, out.dk + (j0 + r) * out.sdk);
+    std::copy(dva + r * d, dva + (r + 1) * d, out.dv + (j0 + r) * out.sdv);
   }
 }
 
