@@ -74,8 +74,11 @@ void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const
 // whose alpha are all 1 (x * 1 is x: the same bits as multiplying them).
 void ScaleColumns(float* c, int rows, int ldc, int n, const float* alpha);
 // dst[j * dst_ld + i] = src[i * src_ld + j] for i < m, j < n (32-bit
-// elements, copied exactly), through 16 x 16 register transposes.
-void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld);
+// elements, copied exactly), through 16 x 16 register transposes; with
+// row_scale, dst[j * dst_ld + i] = src[i * src_ld + j] * row_scale[j] (one
+// fp32 product, the bits of the scalar expression).
+void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld,
+                     const float* row_scale = nullptr);
 // The backward's softmax pass of the bf16 tables (tile_backward of
 // AttentionTilesAvx512Bf16Exp: the same P = exp(s - lse) and dS = P (dP - D),
 // bit for bit) on a row-major tile (row i = one query, keys along the row,

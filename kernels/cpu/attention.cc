@@ -203,7 +203,11 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
     for (int64_t h = 0; h < heads; ++h) {
       const T* orow = c.o + i * c.so + h * d;
       const T* dorow = c.d_o + i * c.sdo + h * d;
+      // In vector lanes (a serial chain of d double additions was ~5 % of a
+      // window-1024 bf16 backward); the products of two floats are exact in
+      // double, so only the order of the double sum's roundings changes.
       double s = 0;
+#pragma omp simd reduction(+ : s)
       for (int64_t x = 0; x < d; ++x) s += static_cast<double>(orow[x]) * static_cast<double>(dorow[x]);
       drow_data[h * n + i] = static_cast<T>(s);
     }

@@ -1,9 +1,10 @@
 // Why: see attention_amx.h. The loops are attention.cc's (same items, masks,
 // online softmax, FlashAttention-2 backward with five products per tile); what
 // differs is where operands become bf16 pairs:
-//  * forward: K (A rows) and V (pairs of consecutive keys, at both parities,
-//    since a sliding window's first key can be odd) once per call for every
-//    kv head; the item's scaled Qᵀ once per item; per tile only P.
+//  * forward: K (A rows) and V (pairs of consecutive keys, at the parities
+//    the items' first keys have: a sliding window's first key can be odd)
+//    once per call for every kv head; the item's scaled Qᵀ once per item; per
+//    tile only P.
 //  * backward: the segment's scaled Q and dO once per item, as A rows (for
 //    S = Qs Kᵀ, dP = dO Vᵀ) and transposed, as rows of query pairs (the A
 //    operands of dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS); Kᵀ, Vᵀ and K of a key block
@@ -42,6 +43,7 @@ inline int RoundUp16(int x) { return (x + 15) / 16 * 16; }
 // order as two 64-key blocks: the same bits). The forward's blocks are
 // kBlockKAmxForward keys (attention_driver.h).
 constexpr int kBwdKeys = 128;
+static_assert(kBlockKAmxForward % 2 == 0, "forward tiles keep the parity of an item's first key");
 
 // Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
 void ZeroPairs(uint32_t* b, int ld, int from, int to) {
@@ -64,11 +66,13 @@ struct PackedKv {
 };
 
 // Fills kv (kept by the caller across calls: sizes only grow, so no page
-// faults once warm); only the zero tails are cleared, the packers write the
-// rest. Vᵀ's row stride is an odd multiple of 64 bytes: at a power of two (a
+// faults once warm) with K and the parities of Vᵀ in `parity` (the forward's
+// tiles start at keys of one parity per item: full attention's at the
+// segment's start, a window's mostly at odd keys); only the zero tails are
+// cleared, the packers write the rest. Vᵀ's row stride is an odd multiple of 64 bytes: at a power of two (a
 // long segment's rows / 2 pairs) the 16 rows of one A tile would all fall in
 // the same L1 sets.
-void PackKv(const Ctx<float>& c, PackedKv& kv) {
+void PackKv(const Ctx<float>& c, const bool parity[2], PackedKv& kv) {
   const int64_t n = c.n, d = c.d, hkv = c.kv_heads;
   kv.rows = (n + 1) / 2 * 2 + kBlockK;
   kv.kp = static_cast<int>(d / 2);
@@ -82,8 +86,8 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
     for (int64_t x = 0; x < d; ++x) {
       uint32_t* row0 = kv.vt[0].data() + (g * d + x) * kv.ldv;
       uint32_t* row1 = kv.vt[1].data() + (g * d + x) * kv.ldv;
-      std::fill(row0 + (n + 1) / 2, row0 + kv.ldv, 0u);
-      std::fill(row1 + n / 2, row1 + kv.ldv, 0u);
+      if (parity[0]) std::fill(row0 + (n + 1) / 2, row0 + kv.ldv, 0u);
+      if (parity[1]) std::fill(row1 + n / 2, row1 + kv.ldv, 0u);
     }
   }
   constexpr int64_t kChunk = 256;  // rows per task (even, so pairs never straddle two tasks)
@@ -97,26 +101,27 @@ void PackKv(const Ctx<float>& c, PackedKv& kv) {
                               kv.k.data() + (g * kv.rows + r0) * kv.kp, kv.kp);
       // Whole 16 x 16 pair blocks, zero past the keys: only the last chunk
       // writes past its pairs, into the zero tail.
-      amx::PackPairsOfColumns(c.v + r0 * c.sv + g * d, c.sv, static_cast<int>(rows), di,
-                              kv.vt[0].data() + g * d * kv.ldv + r0 / 2, kv.ldv);
+      if (parity[0])
+        amx::PackPairsOfColumns(c.v + r0 * c.sv + g * d, c.sv, static_cast<int>(rows), di,
+                                kv.vt[0].data() + g * d * kv.ldv + r0 / 2, kv.ldv);
       // Parity 1: keys (r0 + 1, r0 + 2), ...; the chunk's last pair takes the
       // next chunk's first key (or pairs with zero at the end).
       const int64_t odd_rows = std::min(kChunk, n - r0 - 1);
-      if (odd_rows > 0)
+      if (parity[1] && odd_rows > 0)
         amx::PackPairsOfColumns(c.v + (r0 + 1) * c.sv + g * d, c.sv, static_cast<int>(odd_rows), di,
                                 kv.vt[1].data() + g * d * kv.ldv + r0 / 2, kv.ldv);
     }
 }
 
 struct AmxScratch {
-  LineVector<float> st, acc, acc2, s, dp, dqa;
+  LineVector<float> st, acc, acc2, s, dp, dqa, inv;
   LineVector<uint32_t> qb, pa, pt, dst, pb, vt, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
   explicit AmxScratch(int64_t d)
       : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
-        dp(kBlockQ * kBwdKeys), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2), pt(kBwdKeys * kBlockQ),
-        dst(kBwdKeys * kBlockQ), pb(kMaxForwardKeys / 2 * kBlockQ), vt(d * kMaxForwardKeys / 2),
+        dp(kBlockQ * kBwdKeys), inv(kBlockQ), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2),
+        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), pb(kMaxForwardKeys / 2 * kBlockQ), vt(d * kMaxForwardKeys / 2),
         ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
 
@@ -137,9 +142,15 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
   std::fill(w.acc.begin(), w.acc.begin() + d * kBlockQ, 0.f);
   sm.Start(nq);
   amx::LoadTileConfig();
+  const int o_lines = nq * di / 16;  // 64-byte lines of the item's O rows
+  int o_prefetched = 0;
   for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockKAmxForward) {
     const int64_t t1 = std::min<int64_t>(t0 + kBlockKAmxForward, k_end);
     const int nk = static_cast<int>(t1 - t0);
+    for (int e = std::min(o_lines, o_prefetched + 32); o_prefetched < e; ++o_prefetched) {
+      const int r = o_prefetched / (di / 16), x = o_prefetched % (di / 16) * 16;
+      __builtin_prefetch(c.o + (i0 + r) * c.so + h * d + x, 1, 3);
+    }
     amx::Product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data(), kBlockQ, st, kBlockQ, false);  // Sᵀ
     // Fold's statistics, then its exp pass writing P as key pairs of the
     // queries (B, [kpp][kBlockQ], zero past nq and in pairs past nk), and the
@@ -160,7 +171,10 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
     }
     amx::Product(di, mq, kpp, vt, ldv, w.pb.data(), kBlockQ, w.acc.data(), kBlockQ, true);  // Oᵀ += Vᵀ Pᵀ
   }
-  sm.Finish(c, it, w.acc.data(), /*acc_transposed=*/true);
+  // O = Oᵀ's columns / l, through register transposes.
+  sm.InvSums(nq, w.inv.data());
+  amx::StoreTransposed(w.acc.data(), kBlockQ, di, nq, c.o + i0 * c.so + h * d, c.so, w.inv.data());
+  sm.WriteLse(c, it);
 }
 
 // Backward, after a key block [j0, j0 + nk): its dK, dV from the transposed
@@ -335,10 +349,13 @@ int64_t AmxAttentionCalls() { return amx_calls.load(std::memory_order_relaxed); 
 void AmxAttentionForward(const AmxAttentionArgs& args) {
   CHECK(AmxAttentionUsable(args.view)) << "AmxAttentionForward: not usable here";
   const Ctx<float> c = CtxOf(args);
+  const std::vector<Item> items = MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads);
+  bool parity[2] = {false, false};  // of the items' first keys (ForwardItem's tiles step by an even count)
+  for (const Item& it : items) parity[math::FirstVisibleKey(c.mask, it.seg_begin, it.begin + it.shift) & 1] = true;
   static thread_local PackedKv kept;  // the calling thread's, grown across calls
-  PackKv(c, kept);
+  PackKv(c, parity, kept);
   const PackedKv& kv = kept;
-  RunItems<AmxScratch>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads),
+  RunItems<AmxScratch>(c, items,
                        [&kv](const Ctx<float>& cc, const Item& it, AmxScratch& w) { ForwardItem(cc, it, w, kv); });
 }
 

@@ -165,21 +165,27 @@ struct OnlineSoftmax {
         for (int64_t x = 0; x < d; ++x) arow[x] *= alpha[i];
       }
   }
-  // O = acc / l and lse of the item's queries: acc as nq rows of d, or with
-  // acc_transposed as d rows of kBlockQ (acc[x * kBlockQ + i]).
-  void Finish(const Ctx<T>& c, const Item& it, const T* acc, bool acc_transposed = false) const {
+  // 1 / l of the item's queries (0 where nothing was seen), into inv.
+  void InvSums(int nq, T* inv) const {
+    for (int i = 0; i < nq; ++i) inv[i] = math::SoftmaxInvSum(l[i]);
+  }
+  // lse of the item's queries.
+  void WriteLse(const Ctx<T>& c, const Item& it) const {
+    T* lse = c.lse + it.head * c.slse + it.begin;
+    for (int64_t i = 0; i < it.end - it.begin; ++i) lse[i] = math::SoftmaxLse(m[i], l[i]);
+  }
+  // O = acc / l (acc: nq rows of d) and lse of the item's queries. The AMX
+  // driver, whose acc is transposed, writes O with amx::StoreTransposed and
+  // InvSums instead: the same product per element.
+  void Finish(const Ctx<T>& c, const Item& it, const T* acc) const {
     const int64_t d = c.d, h = it.head, i0 = it.begin;
     for (int64_t i = 0; i < it.end - i0; ++i) {
       const T inv = math::SoftmaxInvSum(l[i]);
       T* orow = c.o + (i0 + i) * c.so + h * d;
-      if (acc_transposed) {
-        for (int64_t x = 0; x < d; ++x) orow[x] = acc[x * kBlockQ + i] * inv;
-      } else {
-        const T* arow = acc + i * d;
-        for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
-      }
-      c.lse[h * c.slse + i0 + i] = math::SoftmaxLse(m[i], l[i]);
+      const T* arow = acc + i * d;
+      for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
     }
+    WriteLse(c, it);
   }
 };
 

@@ -170,7 +170,8 @@ void ScaleColumns(float* c, int rows, int ldc, int n, const float* alpha) {
   }
 }
 
-void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld) {
+void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld,
+                     const float* row_scale) {
   __m512i blk[16];
   // j0 outer: each destination row is written whole before the next.
   for (int j0 = 0; j0 < n; j0 += 16) {
@@ -181,8 +182,14 @@ void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptr
         blk[r] = r < mi ? _mm512_maskz_loadu_epi32(nj, src + (i0 + r) * src_ld + j0) : _mm512_setzero_si512();
       Transpose16x16(blk);
       const __mmask16 row_lanes = FirstLanes(mi);
-      for (int r = 0; r < 16 && j0 + r < n; ++r)
-        _mm512_mask_storeu_epi32(dst + (j0 + r) * dst_ld + i0, row_lanes, blk[r]);
+      for (int r = 0; r < 16 && j0 + r < n; ++r) {
+        float* out = dst + (j0 + r) * dst_ld + i0;
+        if (row_scale == nullptr)
+          _mm512_mask_storeu_epi32(out, row_lanes, blk[r]);
+        else
+          _mm512_mask_storeu_ps(out, row_lanes,
+                                _mm512_mul_ps(_mm512_castsi512_ps(blk[r]), _mm512_set1_ps(row_scale[j0 + r])));
+      }
     }
   }
 }
