@@ -94,7 +94,7 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   // sees onward, up to one past the last key its last query sees.
   const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
   T* __restrict st = w.s.data();
-  LoadTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, d, c.scale, kBlockQ, w.qt.data());
+  LoadTransposed(K, c.q + i0 * c.sq + h * d, c.sq, nq, d, c.scale, kBlockQ, w.qt.data());
   std::fill(w.acc.begin(), w.acc.begin() + nq * d, T(0));
   w.softmax.Start(nq);
   const int bk = ForwardKeys(c);
@@ -105,7 +105,7 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
     K.gemm(nk, nq, static_cast<int>(d), kb, c.sk, 1, w.qt.data(), kBlockQ, st, kBlockQ, false);
     w.softmax.Fold(c, t0, nk, p0, nq, st, w.acc.data());
     // acc += P V with P(i, j) = st[j * kBlockQ + i]; V copied dense first.
-    for (int j = 0; j < nk; ++j) std::copy_n(c.v + (t0 + j) * c.sv + g * d, d, w.vd.data() + j * d);
+    for (int j = 0; j < nk; ++j) CopyRow(c.v + (t0 + j) * c.sv + g * d, d, w.vd.data() + j * d);
     K.gemm(nq, static_cast<int>(d), nk, st, 1, kBlockQ, w.vd.data(), d, w.acc.data(), d, true);
   }
   w.softmax.Finish(c, it, w.acc.data());
@@ -132,9 +132,9 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
     const int64_t j1 = std::min<int64_t>(j0 + kBlockK, se);
     const int nk = static_cast<int>(j1 - j0);
     const T* kb = c.k + j0 * c.sk + g * d;
-    LoadTransposed(kb, c.sk, nk, d, T(1), kBlockK, w.kt.data());
-    for (int j = 0; j < nk; ++j) std::copy_n(kb + j * c.sk, d, w.kd.data() + j * d);
-    LoadTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, d, T(1), kBlockK, w.vt.data());
+    LoadTransposed(K, kb, c.sk, nk, d, T(1), kBlockK, w.kt.data());
+    for (int j = 0; j < nk; ++j) CopyRow(kb + j * c.sk, d, w.kd.data() + j * d);
+    LoadTransposed(K, c.v + j0 * c.sv + g * d, c.sv, nk, d, T(1), kBlockK, w.vt.data());
     std::fill(dka, dka + nk * d, T(0));
     std::fill(dva, dva + nk * d, T(0));
     // Queries [qlo, qhi) can see a key of the block (offset 0 in the backward).

@@ -84,15 +84,31 @@ inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, 
 }
 
 // rows x d (row stride ld) -> dst[c * width + r] = scale * src[r * ld + c],
-// zero-padded to `width` columns (rows <= width).
+// zero-padded to `width` columns (rows <= width): the tables' own
+// load_transposed where they have one (the same bits), else this loop.
 template <class T>
-void LoadTransposed(const T* src, int64_t ld, int rows, int64_t d, T scale, int width, T* dst) {
+void LoadTransposed(const AttentionTileKernels<T>& tiles, const T* src, int64_t ld, int rows, int64_t d, T scale,
+                    int width, T* dst) {
+  if (tiles.load_transposed != nullptr) {
+    tiles.load_transposed(src, ld, rows, d, scale, width, dst);
+    return;
+  }
   for (int r = 0; r < rows; ++r) {
     const T* in = src + r * ld;
     for (int64_t c = 0; c < d; ++c) dst[c * width + r] = scale * in[c];
   }
   for (int64_t c = 0; c < d; ++c)
     for (int r = rows; r < width; ++r) dst[c * width + r] = T(0);
+}
+
+// d elements of a q|k|v row into dense scratch, inline (std::copy_n was a
+// memmove call per 64-float row; GCC would turn a plain loop back into one).
+template <class T>
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+inline void CopyRow(const T* __restrict src, int64_t d, T* __restrict dst) {
+  for (int64_t x = 0; x < d; ++x) dst[x] = src[x];
 }
 
 // Keys per forward tile for c's tables.

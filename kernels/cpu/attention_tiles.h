@@ -56,6 +56,11 @@ struct AttentionTileKernels {
   // [0, len).
   void (*tile_backward)(T* p, T* ds, int rows, int ld, int len, const int* ra, const int* rb, const T* lse,
                         const T* drow);
+  // Operand staging: dst[c * width + r] = scale * src[r * ld + c] for r < rows
+  // (<= width), c < d, and 0 for rows <= r < width. Null: the drivers' scalar
+  // loop (attention_driver.h LoadTransposed), which any implementation must
+  // match bit for bit.
+  void (*load_transposed)(const T* src, int64_t ld, int rows, int64_t d, T scale, int width, T* dst) = nullptr;
 };
 
 // The table for `isa` (kAuto resolved); aborts naming the ISA when the CPU

@@ -36,6 +36,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma,avx2,amx-tile,amx-bf16")
 #include "kernels/cpu/bf16_pairs_avx512.h"
+#include "kernels/cpu/transpose16_avx512.h"
 
 namespace longctx::cpu {
 namespace {
@@ -129,33 +130,6 @@ void PackPairsStrided(const float* src, ptrdiff_t rs, ptrdiff_t cs, int m, int k
       const __m512i v = PairLanes(_mm512_set1_ps(lo), _mm512_set1_ps(hi));
       out[i * out_ld + p] = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(v)));
     }
-}
-
-// In-register transpose of a 16 x 16 matrix of 32-bit elements (r[i] = row
-// i on entry, column i on exit): 32-bit, 64-bit and two 128-bit-lane stages.
-inline void Transpose16x16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4g + c], 128-bit lane L: rows 4g..4g+3 at column 4L + c.
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-  }
-  // Column 4L + c = lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
-    const __m512i v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
-    r[8 + c] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
-    r[4 + c] = _mm512_shuffle_i32x4(w0, w1, 0x88);
-    r[12 + c] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
-  }
 }
 
 void ScaleColumns(float* c, int rows, int ldc, int n, const float* alpha) {
@@ -534,7 +508,7 @@ const AttentionTileKernels<float>* AttentionTilesAmxBf16() {
       !AmxPermitted())
     return nullptr;
   static const AttentionTileKernels<float> tiles = {"amx-bf16", GemmAmx, f32->tile_max, f32->tile_exp_sum,
-                                                    f32->tile_backward};
+                                                    f32->tile_backward, f32->load_transposed};
   return &tiles;
 }
 
@@ -542,7 +516,7 @@ const AttentionTileKernels<float>* AttentionTilesAvx512Bf16() {
   const AttentionTileKernels<float>* f32 = AttentionTilesAvx512Bf16Exp();
   if (f32 == nullptr) return nullptr;
   static const AttentionTileKernels<float> tiles = {"avx512-bf16", Gemm, f32->tile_max, f32->tile_exp_sum,
-                                                    f32->tile_backward};
+                                                    f32->tile_backward, f32->load_transposed};
   return &tiles;
 }
 

@@ -16,6 +16,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -494,6 +495,43 @@ std::vector<Case> PackedCases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionAmxPackedTest, ::testing::ValuesIn(PackedCases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// A table's own load_transposed against the drivers' scalar loop, bit for
+// bit: rows short of the width, a head dim not a multiple of 16, a negative
+// scale (the padding must stay +0, not 0 * scale = -0).
+TEST(AttentionIsa, LoadTransposedEqualsTheScalarLoop) {
+  std::vector<const cpu::AttentionTileKernels<float>*> tables;
+  for (cpu::AttentionIsa isa : {cpu::AttentionIsa::kAvx512, cpu::AttentionIsa::kAvx2, cpu::AttentionIsa::kScalar})
+    if (cpu::AttentionIsaSupported(isa)) tables.push_back(&cpu::AttentionTileKernelsF32(isa));
+  for (bool amx : {false, true})
+    if (const cpu::AttentionTileKernels<float>* t = cpu::AttentionTileKernelsBf16(amx)) tables.push_back(t);
+  int checked = 0;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (const cpu::AttentionTileKernels<float>* t : tables) {
+    if (t->load_transposed == nullptr) continue;
+    for (const auto& [rows, d, width, scale] : {std::tuple{64, 64, 64, 0.125f}, std::tuple{37, 40, 64, -0.3f},
+                                                std::tuple{1, 16, 64, 1.f}, std::tuple{64, 128, 64, -1.f},
+                                                std::tuple{13, 7, 16, 2.f}}) {
+      const int64_t ld = d + 9;
+      std::vector<float> src(static_cast<size_t>(rows * ld));
+      for (float& x : src) x = u(rng);
+      std::vector<float> want(static_cast<size_t>(d * width), 7.f), got(want.size(), 7.f);
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < d; ++c) want[c * width + r] = scale * src[r * ld + c];
+      for (int c = 0; c < d; ++c)
+        for (int r = rows; r < width; ++r) want[c * width + r] = 0.f;
+      t->load_transposed(src.data(), ld, rows, d, scale, width, got.data());
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+          << t->name << " rows " << rows << " d " << d << " width " << width << " scale " << scale;
+      ++checked;
+    }
+  }
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl")) {
+    EXPECT_GE(checked, 5) << "the AVX-512 tables have a load_transposed";
+  }
+}
 
 TEST(AttentionIsa, AutoIsTheBestSupportedAndScalarAlwaysRuns) {
   EXPECT_TRUE(cpu::AttentionIsaSupported(cpu::AttentionIsa::kScalar));
