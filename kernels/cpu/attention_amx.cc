@@ -69,9 +69,9 @@ struct PackedKv {
 // faults once warm) with K and the parities of Vᵀ in `parity` (the forward's
 // tiles start at keys of one parity per item: full attention's at the
 // segment's start, a window's mostly at odd keys); only the zero tails are
-// cleared, the packers write the rest. Vᵀ's row stride is an odd multiple of 64 bytes: at a power of two (a
-// long segment's rows / 2 pairs) the 16 rows of one A tile would all fall in
-// the same L1 sets.
+// cleared, the packers write the rest. Vᵀ's row stride is an odd multiple of
+// 64 bytes: at a power of two (a long segment's rows / 2 pairs) the 16 rows
+// of one A tile would all fall in the same L1 sets.
 void PackKv(const Ctx<float>& c, const bool parity[2], PackedKv& kv) {
   const int64_t n = c.n, d = c.d, hkv = c.kv_heads;
   kv.rows = (n + 1) / 2 * 2 + kBlockK;
@@ -121,8 +121,8 @@ struct AmxScratch {
   explicit AmxScratch(int64_t d)
       : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
         dp(kBlockQ * kBwdKeys), inv(kBlockQ), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2),
-        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), pb(kMaxForwardKeys / 2 * kBlockQ), vt(d * kMaxForwardKeys / 2),
-        ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
+        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), pb(kMaxForwardKeys / 2 * kBlockQ),
+        vt(d * kMaxForwardKeys / 2), ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
 };
 
 // The output accumulates transposed, Oᵀ += Vᵀ Pᵀ (acc[x * kBlockQ + i]): the
@@ -351,7 +351,8 @@ void AmxAttentionForward(const AmxAttentionArgs& args) {
   const Ctx<float> c = CtxOf(args);
   const std::vector<Item> items = MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads);
   bool parity[2] = {false, false};  // of the items' first keys (ForwardItem's tiles step by an even count)
-  for (const Item& it : items) parity[math::FirstVisibleKey(c.mask, it.seg_begin, it.begin + it.shift) & 1] = true;
+  for (const Item& it : items)
+    parity[math::FirstVisibleKey(c.mask, it.seg_begin, it.begin + it.shift) & 1] = true;
   static thread_local PackedKv kept;  // the calling thread's, grown across calls
   PackKv(c, parity, kept);
   const PackedKv& kv = kept;

@@ -8,7 +8,8 @@
 // across calls, so steady-state training never allocates (or page-faults) it.
 // At MatmulPrecision::kBF16 the weight and x are rounded to bf16 once per call
 // (not once per chunk: the [V, D] weight is the largest operand) and every
-// chunk's products use those copies (kernels/cpu/gemm_bf16.h).
+// chunk's products use those copies (kernels/cpu/gemm_bf16.h); the dlogits
+// are rounded row by row as the row pass finishes each row.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -164,9 +165,12 @@ double LmHeadLossImpl(const LmHeadLossParams& p, const MatmulConfig& m) {
       if (losses) losses[(t0 + r) * losses_stride] = static_cast<T>(row_loss[r]);
     }
 
-    const Tensor dl = convert_rows                ? Tensor(dl_rows, DType::kBF16, {m, vocab}, p.x.device)
-                      : bf16 && backward ? PrepareBf16Operand(l, path, &dlogits_scratch)
-                                         : l;
+    Tensor dl = l;
+    if (convert_rows) {
+      dl = Tensor(dl_rows, DType::kBF16, {m, vocab}, p.x.device);
+    } else if (bf16 && backward) {
+      dl = PrepareBf16Operand(l, path, &dlogits_scratch);
+    }
     if (want_dx) {  // dx_chunk = dlogits @ W
       GemmParams g;
       g.a = dl;
