@@ -4,10 +4,10 @@
 // silently wrong by a little. This file checks forward and backward against
 // the explicit-matrix double reference (tests/support/naive_attention.*), the
 // backward against central finite differences of the forward in F64, bitwise
-// determinism across runs and thread counts, and the online-softmax math; and
-// every tile-kernel path the CPU can run (AVX-512, AVX2, scalar:
+// determinism across runs and thread counts; and every tile-kernel path the CPU can run (AVX-512, AVX2, scalar:
 // kernels/cpu/attention_tiles.h) forced one at a time against the same
-// references and against each other.
+// references and against each other. The online-softmax math, the exps and
+// the aligned scratch are online_softmax_test.cc's.
 #include <omp.h>
 
 #include <algorithm>
@@ -22,7 +22,6 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/line_vector.h"
 #include "kernels/log.h"
 #include "kernels/math/online_softmax.h"
 #include "kernels/ops.h"
@@ -682,143 +681,6 @@ TEST(AttentionWindow, WindowCoveringSegmentsEqualsFull) {
   Buffers<float> c(narrower, in);
   c.Forward();
   EXPECT_NE(a.o, c.o);
-}
-
-TEST(OnlineSoftmax, FloatExpIsAccurateAndVectorFriendly) {
-  double worst = 0;
-  for (int i = 0; i <= 200000; ++i) {
-    const float x = -87.0f * static_cast<float>(i) / 200000.0f;
-    const double want = std::exp(static_cast<double>(x));
-    worst = std::max(worst, std::fabs(math::Exp(x) - want) / want);
-  }
-  EXPECT_LT(worst, 3e-7);
-  EXPECT_EQ(math::Exp(0.0f), 1.0f);
-  EXPECT_EQ(math::Exp(-std::numeric_limits<float>::infinity()), 0.0f);
-  EXPECT_EQ(math::Exp(-200.0f), 0.0f);
-  EXPECT_EQ(math::Exp(-87.5f), 0.0f);  // below the normal range: flushed to exactly 0
-  EXPECT_GT(math::Exp(-87.0f), 0.0f);
-  EXPECT_EQ(math::Exp(200.0f), std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(math::Exp(std::numeric_limits<float>::quiet_NaN())));
-  // In a loop (the vectorized form GCC makes of it) the results are the same.
-  std::vector<float> xs(1000), ys(1000);
-  for (int i = 0; i < 1000; ++i) xs[i] = -0.09f * static_cast<float>(i) - 0.013f;
-  for (int i = 0; i < 1000; ++i) ys[i] = math::Exp(xs[i]);
-  for (int i = 0; i < 1000; i += 37) EXPECT_EQ(ys[i], math::Exp(xs[i])) << i;
-  EXPECT_EQ(math::Exp(-std::numeric_limits<double>::infinity()), 0.0);
-}
-
-// The softmax passes of the bf16 tables use a cheaper exp (bf16 accuracy:
-// P and dS are rounded to bf16 before any product). Checked through the table
-// itself, on one score row, against the double exp: forward (exp and row sums)
-// and backward (P = exp(s - lse), dS = P (dP - D)).
-TEST(OnlineSoftmax, Bf16TablesExpIsAccurateToFarBelowBf16) {
-  const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16();
-  if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16: no bf16 tables";
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> xs;
-  for (int i = 0; i <= 100000; ++i) xs.push_back(-87.0f * static_cast<float>(i) / 100000.0f);
-  for (int i = 1; i <= 1000; ++i) xs.push_back(10.0f * static_cast<float>(i) / 1000.0f);  // backward: s - lse > 0
-  const std::vector<float> special = {0.0f, -0.0f, -inf, -88.0f, -200.0f, 100.0f, inf,
-                                      std::numeric_limits<float>::quiet_NaN()};
-  xs.insert(xs.end(), special.begin(), special.end());
-  const int len = static_cast<int>(xs.size());
-  const int ra = 0, rb = len;
-  // Forward pass: one row (key) over len queries, msafe = 0, l starts at 1.
-  std::vector<float> s = xs, msafe(len, 0.f), l(len, 1.f);
-  k->tile_exp_sum(s.data(), 1, len, len, &ra, &rb, msafe.data(), l.data());
-  // Backward pass: len queries of one key each, lse = 0, D = 0.5, dP = 2.
-  std::vector<float> p = xs, ds(len, 2.f), lse(len, 0.f), drow(len, 0.5f);
-  std::vector<int> ras(len, 0), rbs(len, 1);
-  k->tile_backward(p.data(), ds.data(), len, 1, 1, ras.data(), rbs.data(), lse.data(), drow.data());
-  double worst = 0;
-  for (int i = 0; i < len - static_cast<int>(special.size()); ++i) {
-    const double want = std::exp(static_cast<double>(xs[i]));
-    worst = std::max(worst, std::fabs(s[i] - want) / want);
-    ASSERT_EQ(p[i], s[i]) << xs[i];  // one exp for both passes
-    ASSERT_EQ(l[i], 1.f + s[i]) << xs[i];
-    ASSERT_EQ(ds[i], s[i] * 1.5f) << xs[i];
-  }
-  // The fit's 2.9e-6 plus the rounding of x log2(e) (up to ~4e-6 near x = -87);
-  // bf16's step is 3.9e-3.
-  EXPECT_LT(worst, 1e-5);
-  EXPECT_GT(worst, 1e-6);  // the cheaper function runs (the fp32 exp stays below 3e-7)
-  const int base = len - static_cast<int>(special.size());
-  EXPECT_EQ(s[base + 0], 1.f);  // exp(0) = 1 exactly
-  EXPECT_EQ(s[base + 1], 1.f);
-  EXPECT_EQ(s[base + 2], 0.f);  // -inf, and below the normal range: exactly 0
-  EXPECT_EQ(s[base + 3], 0.f);
-  EXPECT_EQ(s[base + 4], 0.f);
-  EXPECT_EQ(s[base + 5], inf);
-  EXPECT_EQ(s[base + 6], inf);
-  EXPECT_TRUE(std::isnan(s[base + 7]));
-}
-
-// The attention scratch is LineVector so that tile rows and vectors never
-// straddle two cache lines (the largest speed-up of issue 16); every buffer,
-// of every size, starts on one. (std::vector's glibc allocation is 16-byte
-// aligned: this fails for most of these sizes with the default allocator.)
-TEST(LineVector, EveryBufferStartsOnACacheLine) {
-  std::vector<cpu::LineVector<float>> floats;
-  std::vector<cpu::LineVector<uint32_t>> pairs;
-  for (size_t n = 1; n <= 300; n += 7) {
-    floats.emplace_back(n, 1.f);
-    pairs.emplace_back(n * 3, 2u);
-  }
-  for (const auto& v : floats) EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u) << v.size();
-  for (const auto& v : pairs) EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u) << v.size();
-  cpu::LineVector<float> grown(5, 3.f);
-  grown.resize(100000, 4.f);  // reallocation keeps the alignment and the contents
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(grown.data()) % 64, 0u);
-  EXPECT_EQ(grown[4], 3.f);
-  EXPECT_EQ(grown[99999], 4.f);
-}
-
-TEST(OnlineSoftmax, TileByTileEqualsWholeRowAndMergeIsExact) {
-  std::mt19937 rng(3);
-  std::normal_distribution<double> dist(0.0, 4.0);
-  std::vector<double> s(97);
-  for (double& x : s) x = dist(rng);
-  double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-  for (double x : s) mx = std::max(mx, x);
-  for (double x : s) sum += std::exp(x - mx);
-  const double lse = mx + std::log(sum);
-  // Folded in tiles of 10, with an output accumulator of sum exp(s - m) * s.
-  auto fold = [&](size_t begin, size_t end, double* weighted) {
-    math::SoftmaxState<double> st = math::SoftmaxInit<double>();
-    double acc = 0;
-    for (size_t t = begin; t < end; t += 10) {
-      const size_t e = std::min(end, t + 10);
-      double bmax = s[t];
-      for (size_t j = t; j < e; ++j) bmax = std::max(bmax, s[j]);
-      acc *= math::SoftmaxAdvance(st, bmax);
-      double bsum = 0;
-      for (size_t j = t; j < e; ++j) {
-        bsum += math::Exp(s[j] - st.m);
-        acc += math::Exp(s[j] - st.m) * s[j];
-      }
-      math::SoftmaxAccumulate(st, bsum);
-    }
-    if (weighted) *weighted = acc * math::SoftmaxInvSum(st);
-    return st;
-  };
-  double mean_tiled = 0;
-  const math::SoftmaxState<double> whole = fold(0, s.size(), &mean_tiled);
-  EXPECT_NEAR(math::SoftmaxLse(whole), lse, 1e-12);
-  double mean = 0;
-  for (double x : s) mean += std::exp(x - lse) * x;
-  EXPECT_NEAR(mean_tiled, mean, 1e-12);
-  const math::SoftmaxState<double> merged = math::SoftmaxMerge(fold(0, 40, nullptr), fold(40, s.size(), nullptr));
-  EXPECT_NEAR(math::SoftmaxLse(merged), lse, 1e-12);
-  // Empty states are neutral and never produce NaN.
-  const math::SoftmaxState<double> empty = math::SoftmaxInit<double>();
-  EXPECT_NEAR(math::SoftmaxLse(math::SoftmaxMerge(empty, whole)), lse, 1e-12);
-  EXPECT_EQ(math::SoftmaxLse(math::SoftmaxMerge(empty, empty)), -std::numeric_limits<double>::infinity());
-  EXPECT_EQ(math::SoftmaxInvSum(empty), 0.0);
-  EXPECT_EQ(math::SoftmaxSafeMax(-std::numeric_limits<double>::infinity()), 0.0);
-  EXPECT_EQ(math::SoftmaxSafeMax(-2.5f), -2.5f);
-  EXPECT_EQ(math::SoftmaxRescale(-std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()), 0.0f);
-  EXPECT_EQ(math::SoftmaxRescale(1.5f, 1.5f), 1.0f);
-  EXPECT_NEAR(math::SoftmaxProb(s[5], lse) * sum, std::exp(s[5] - mx), 1e-12);
 }
 
 }  // namespace
