@@ -105,7 +105,7 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
     K.gemm(nk, nq, static_cast<int>(d), kb, c.sk, 1, w.qt.data(), kBlockQ, st, kBlockQ, false);
     w.softmax.Fold(c, t0, nk, p0, nq, st, w.acc.data());
     // acc += P V with P(i, j) = st[j * kBlockQ + i]; V copied dense first.
-    for (int j = 0; j < nk; ++j) CopyRow(c.v + (t0 + j) * c.sv + g * d, d, w.vd.data() + j * d);
+    for (int j = 0; j < nk; ++j) std::copy_n(c.v + (t0 + j) * c.sv + g * d, d, w.vd.data() + j * d);
     K.gemm(nq, static_cast<int>(d), nk, st, 1, kBlockQ, w.vd.data(), d, w.acc.data(), d, true);
   }
   w.softmax.Finish(c, it, w.acc.data());
@@ -133,7 +133,7 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
     const int nk = static_cast<int>(j1 - j0);
     const T* kb = c.k + j0 * c.sk + g * d;
     LoadTransposed(K, kb, c.sk, nk, d, T(1), kBlockK, w.kt.data());
-    for (int j = 0; j < nk; ++j) CopyRow(kb + j * c.sk, d, w.kd.data() + j * d);
+    for (int j = 0; j < nk; ++j) std::copy_n(kb + j * c.sk, d, w.kd.data() + j * d);
     LoadTransposed(K, c.v + j0 * c.sv + g * d, c.sv, nk, d, T(1), kBlockK, w.vt.data());
     std::fill(dka, dka + nk * d, T(0));
     std::fill(dva, dva + nk * d, T(0));

@@ -101,16 +101,6 @@ void LoadTransposed(const AttentionTileKernels<T>& tiles, const T* src, int64_t 
     for (int r = rows; r < width; ++r) dst[c * width + r] = T(0);
 }
 
-// d elements of a q|k|v row into dense scratch, inline (std::copy_n was a
-// memmove call per 64-float row; GCC would turn a plain loop back into one).
-template <class T>
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
-#endif
-inline void CopyRow(const T* __restrict src, int64_t d, T* __restrict dst) {
-  for (int64_t x = 0; x < d; ++x) dst[x] = src[x];
-}
-
 // Keys per forward tile for c's tables.
 template <class T>
 int ForwardKeys(const Ctx<T>& c) {

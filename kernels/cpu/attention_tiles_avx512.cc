@@ -265,14 +265,14 @@ void LoadTransposed(const float* src, int64_t ld, int rows, int64_t d, float sca
   const __m512 sv = _mm512_set1_ps(scale);
   __m512i blk[16];
   for (int r0 = 0; r0 < width; r0 += 16) {
-    const __mmask16 live = RangeMask(0, rows - r0, 0) & RangeMask(0, width - r0, 0);
+    const __mmask16 in_width = RangeMask(0, width - r0, 0), live = RangeMask(0, rows - r0, 0) & in_width;
     for (int64_t c0 = 0; c0 < d; c0 += 16) {
       const __mmask16 cols = RangeMask(0, static_cast<int>(d - c0), 0);
       for (int r = 0; r < 16; ++r)
         blk[r] = r0 + r < rows ? _mm512_maskz_loadu_epi32(cols, src + (r0 + r) * ld + c0) : _mm512_setzero_si512();
       Transpose16x16(blk);
       for (int c = 0; c < 16 && c0 + c < d; ++c)
-        _mm512_mask_storeu_ps(dst + (c0 + c) * width + r0, RangeMask(0, width - r0, 0),
+        _mm512_mask_storeu_ps(dst + (c0 + c) * width + r0, in_width,
                               _mm512_maskz_mul_ps(live, _mm512_castsi512_ps(blk[c]), sv));
     }
   }
