@@ -1,6 +1,8 @@
 // Why: the shape/dtype rules of every op in one place, checked once before a
 // backend runs the op. Each message names the op and the offending tensor.
 #include "kernels/ops.h"
+
+#include <utility>
 #include "kernels/status_macros.h"
 
 #include "absl/strings/str_cat.h"
@@ -34,10 +36,20 @@ absl::Status SameShape(const char* op, const char* a_name, const Tensor& a, cons
 
 absl::Status GemmParams::Validate() const {
   const char* op = "Gemm";
-  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "a", a, 2));
-  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "b", b, 2));
   LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "c", c, 2));
-  if (a.dtype != b.dtype || a.dtype != c.dtype) return Bad(op, "a, b, c must share a dtype");
+  // An operand is c's dtype, or a BF16 copy the caller made (F32 c only).
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor&>{"a", a}, {"b", b}}) {
+    if (t.defined() && t.dtype == DType::kBF16) {
+      if (c.dtype != DType::kF32)
+        return Bad(op, absl::StrCat(name, " is BF16, which needs an F32 c; c is ", c.DebugString()));
+      if (t.ndim != 2) return Bad(op, absl::StrCat(name, " must be 2-D, is ", t.DebugString()));
+      continue;
+    }
+    LONGCTX_RETURN_IF_ERROR(NeedFloat(op, name, t, 2));
+    if (t.dtype != c.dtype)
+      return Bad(op, absl::StrCat(name, " ", t.DebugString(), " must have c's dtype ", DTypeName(c.dtype),
+                                  c.dtype == DType::kF32 ? " or be BF16" : ""));
+  }
   int64_t m = trans_a ? a.shape[1] : a.shape[0];
   int64_t k = trans_a ? a.shape[0] : a.shape[1];
   int64_t kb = trans_b ? b.shape[1] : b.shape[0];

@@ -6,7 +6,8 @@
 //  * "Token-major" tensors are [tokens, ...] with dimension 0 possibly strided
 //    (Tensor::row_stride), so q/k/v can be column slices of one fused matrix.
 //  * Floating tensors of one op share one dtype (F32 or F64; F64 exists so that
-//    finite-difference gradient checks are exact to ~1e-9).
+//    finite-difference gradient checks are exact to ~1e-9); Gemm's operands
+//    may also be BF16 copies (GemmParams).
 //  * "accumulate" outputs are added to (+=); the others are overwritten.
 #ifndef LONGCTX_KERNELS_OPS_H_
 #define LONGCTX_KERNELS_OPS_H_
@@ -27,6 +28,11 @@ namespace longctx {
 enum class MatmulPrecision : uint8_t { kF32 = 0, kBF16 = 1 };
 
 // C = alpha * op(A) @ op(B) + beta * C, all row-major 2-D; op = transpose if set.
+// With an F32 C, A and B may also be BF16: a bf16 copy the caller made once
+// to use in several products (the backward's dY in its dX and dW products).
+// A product with a BF16 operand is a bf16-precision product (the other
+// operand rounded to bf16 too, fp32 accumulation) whatever the backend's
+// MatmulPrecision: exactly the product kBF16 computes from F32 operands.
 struct GemmParams {
   Tensor a, b, c;
   bool trans_a = false;

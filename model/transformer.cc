@@ -30,6 +30,7 @@ struct Transformer::Activations {
   // recomputed layers and with F32 storage).
   struct Bf16Pair {
     Tensor store, work;
+    uint32_t kind;  // a Bf16Act bit
   };
   std::vector<std::vector<Bf16Pair>> bf16;
   Tensor xf, rstdf;                              // final norm
@@ -152,7 +153,7 @@ void Transformer::EnsureActivations(int64_t n) {
       std::vector<Activations::Bf16Pair>& pairs = a.bf16.back();
       auto slot = [&](const Tensor& work, uint32_t bit, std::initializer_list<int64_t> shape) {
         if ((set & bit) == 0) return carve_f(shape);
-        pairs.push_back({carve(shape, DType::kBF16), work});
+        pairs.push_back({carve(shape, DType::kBF16), work, bit});
         return work;
       };
       a.xn1.push_back(slot(w.xn1, kActXn1, {n, D}));
@@ -236,17 +237,24 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
   const int64_t n = a.n, wqkv = (H + 2 * Hkv) * hd;
   // bf16 storage: the stored values back into the F32 working set; from here
-  // on the backward is the F32 storage's.
-  for (const Activations::Bf16Pair& p : a.bf16[l]) be.Copy(p.work, p.store);
+  // on the backward is the F32 storage's. xn1, xn2 and h are read only by the
+  // dW products, which take their bf16 stores directly (ProductInput).
+  for (const Activations::Bf16Pair& p : a.bf16[l])
+    if ((p.kind & (kActXn1 | kActXn2 | kActH)) == 0) be.Copy(p.work, p.store);
 
   // x[l+1] = xmid + h @ Wd^T
-  be.Gemm({.a = a.dx, .b = params_.at(b, off.w_down, {D, F}), .c = a.dh});
-  be.Gemm({.a = a.dx, .b = a.h[l], .c = grads_.at(b, off.w_down, {D, F}), .trans_a = true, .beta = 1.0});
+  Tensor dy = ProductOperand(a.dx, a.d_o);  // d_o is free until the o_proj product below
+  be.Gemm({.a = dy, .b = params_.at(b, off.w_down, {D, F}), .c = a.dh});
+  be.Gemm({.a = dy, .b = ProductInput(l, kActH, a.h[l]), .c = grads_.at(b, off.w_down, {D, F}), .trans_a = true,
+           .beta = 1.0});
   SwiGluParams sw;
   sw.gate_up = a.gu[l]; sw.dh = a.dh; sw.dgate_up = a.dgu;
   be.SwiGluBackward(sw);
-  be.Gemm({.a = a.dgu, .b = a.xn2[l], .c = grads_.at(b, off.w_gate_up, {2 * F, D}), .trans_a = true, .beta = 1.0});
-  be.Gemm({.a = a.dgu, .b = params_.at(b, off.w_gate_up, {2 * F, D}), .c = a.dxn});
+  // From here on dh is free: the room for the bf16 copies of this layer's dY.
+  dy = ProductOperand(a.dgu, a.dh);
+  be.Gemm({.a = dy, .b = ProductInput(l, kActXn2, a.xn2[l]), .c = grads_.at(b, off.w_gate_up, {2 * F, D}),
+           .trans_a = true, .beta = 1.0});
+  be.Gemm({.a = dy, .b = params_.at(b, off.w_gate_up, {2 * F, D}), .c = a.dxn});
   RmsNormParams n2;
   n2.x = a.xmid[l]; n2.weight = params_.at(b, off.mlp_norm, {D}); n2.rstd = a.rstd2[l]; n2.eps = dims_.eps;
   n2.y = a.xn2[l]; n2.dy = a.dxn; n2.dx = a.dx; n2.accumulate_dx = true;
@@ -254,8 +262,10 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   be.RmsNormBackward(n2);
 
   // xmid = x[l] + o @ Wo^T
-  be.Gemm({.a = a.dx, .b = params_.at(b, off.wo, {D, H * hd}), .c = a.d_o});
-  be.Gemm({.a = a.dx, .b = a.o[l], .c = grads_.at(b, off.wo, {D, H * hd}), .trans_a = true, .beta = 1.0});
+  dy = ProductOperand(a.dx, a.dh);
+  be.Gemm({.a = dy, .b = params_.at(b, off.wo, {D, H * hd}), .c = a.d_o});
+  be.Gemm({.a = dy, .b = ProductInput(l, kActO, a.o[l]), .c = grads_.at(b, off.wo, {D, H * hd}), .trans_a = true,
+           .beta = 1.0});
 
   const Tensor q = HeadsView(a.qkv[l], 0, H, hd), k = HeadsView(a.qkv[l], H * hd, Hkv, hd),
                v = HeadsView(a.qkv[l], (H + Hkv) * hd, Hkv, hd);
@@ -311,13 +321,29 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
     be.RmsNormBackward(kn);
     be.Copy(dkcols, kdx);
   }
-  be.Gemm({.a = a.dqkv, .b = a.xn1[l], .c = grads_.at(b, off.wqkv, {wqkv, D}), .trans_a = true, .beta = 1.0});
-  be.Gemm({.a = a.dqkv, .b = params_.at(b, off.wqkv, {wqkv, D}), .c = a.dxn});
+  dy = ProductOperand(a.dqkv, a.dh);
+  be.Gemm({.a = dy, .b = ProductInput(l, kActXn1, a.xn1[l]), .c = grads_.at(b, off.wqkv, {wqkv, D}),
+           .trans_a = true, .beta = 1.0});
+  be.Gemm({.a = dy, .b = params_.at(b, off.wqkv, {wqkv, D}), .c = a.dxn});
   RmsNormParams n1;
   n1.x = a.x[l]; n1.weight = params_.at(b, off.attn_norm, {D}); n1.rstd = a.rstd1[l]; n1.eps = dims_.eps;
   n1.y = a.xn1[l]; n1.dy = a.dxn; n1.dx = a.dx; n1.accumulate_dx = true;
   n1.dweight = grads_.at(b, off.attn_norm, {D});
   be.RmsNormBackward(n1);
+}
+
+Tensor Transformer::ProductOperand(const Tensor& x, const Tensor& room) const {
+  const bool bf16_products = dtype_ == DType::kF32 && backend_->matmul_precision() == MatmulPrecision::kBF16;
+  if (!bf16_products || x.numel() * DTypeSize(DType::kBF16) > room.nbytes()) return x;
+  const Tensor copy(room.data, DType::kBF16, {x.shape[0], x.shape[1]}, room.device);
+  backend_->Copy(copy, x);
+  return copy;
+}
+
+Tensor Transformer::ProductInput(int l, uint32_t kind, const Tensor& work) const {
+  for (const Activations::Bf16Pair& p : acts_->bf16[l])
+    if (p.kind == kind) return p.store;
+  return work;
 }
 
 absl::Status Transformer::SetStringOptions(const StringOptions& options) {

@@ -119,9 +119,10 @@ class Transformer {
   // F32. The layer's forward computes into one F32 working set shared by all
   // such layers and then converts into its bf16 store (Backend::Copy, round to
   // nearest even, the bf16 GEMM operand rounding); its backward converts the
-  // store back into the working set and runs the F32 code unchanged. xn1, xn2
-  // and h are read in the backward only by bf16 products (dW), so storing them
-  // rounded changes no bit; gu, o, qkv (qraw, kraw) are read rounded where the
+  // store back into the working set and runs the F32 code unchanged, except
+  // that xn1, xn2 and h, read in the backward only by bf16 products (dW), are
+  // not converted back: those products take the stores (so storing them
+  // rounded changes no bit); gu, o, qkv (qraw, kraw) are read rounded where the
   // F32 path read them exactly. Forward-only passes convert nothing.
   void set_activation_dtype(DType d);
   DType activation_dtype() const { return activation_dtype_; }
@@ -148,6 +149,16 @@ class Transformer {
   // forward that a backward will follow; not for recomputation).
   void LayerForward(int l, const BatchTensors& batch, bool store);
   void LayerBackward(int l, const BatchTensors& batch);
+  // The backward's products at bf16 precision: an F32 operand that two
+  // products read (a dY: its dX and its dW product) is converted to bf16 once,
+  // into `room` (scratch that is dead at that point), and both products take
+  // the copy: the same rounding Gemm would apply to each, done once. Returns
+  // `x` itself with F32 products or when the copy does not fit in `room`.
+  Tensor ProductOperand(const Tensor& x, const Tensor& room) const;
+  // The operand a dW product reads for layer l's activation `kind` (a Bf16Act
+  // bit): its bf16 store when this layer keeps one (the product would round
+  // `work` to exactly these values), else `work`.
+  Tensor ProductInput(int l, uint32_t kind, const Tensor& work) const;
 
   ModelDims dims_;
   Backend* backend_;

@@ -3,7 +3,8 @@
 // thread pool with ours). Row-major views with a strided dimension 0 map
 // directly onto leading dimensions, so column slices of fused q|k|v or gate|up
 // matrices are never copied. F32 products at MatmulPrecision::kBF16 go to
-// gemm_bf16.cc (bf16 operands, fp32 accumulation). Which library and path is
+// gemm_bf16.cc (bf16 operands, fp32 accumulation), and so do products with a
+// BF16 operand (GemmParams). Which library and path is
 // the caller's MatmulConfig (the backend's options), never a process setting.
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -48,7 +49,8 @@ void Sgemm(const GemmParams& p, SgemmLibrary library) {
 }
 
 void Gemm(const GemmParams& p, const MatmulConfig& config) {
-  if (config.precision == MatmulPrecision::kBF16 && p.c.dtype == DType::kF32) {
+  const bool bf16_operand = p.a.dtype == DType::kBF16 || p.b.dtype == DType::kBF16;
+  if ((config.precision == MatmulPrecision::kBF16 || bf16_operand) && p.c.dtype == DType::kF32) {
     GemmBf16(p, config.bf16, config.sgemm);
     return;
   }

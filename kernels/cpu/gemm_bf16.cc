@@ -43,6 +43,18 @@ void RoundRowsToBf16(const Tensor& src, uint16_t* dst) {
   }
 }
 
+void RowsBf16ToF32(const Tensor& src, float* dst) {
+  const int64_t rows = src.shape[0], cols = src.shape[1], ld = src.stride0();
+  const uint16_t* s = src.as<const uint16_t>();
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* in = s + r * ld;
+    float* out = dst + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) out[c] = math::Bf16BitsToF32(in[c]);
+  }
+}
+
 }  // namespace
 
 Bf16GemmPath AutoBf16GemmPath() {
@@ -88,11 +100,15 @@ void* Bf16Scratch::Reserve(size_t bytes) {
 }
 
 Tensor PrepareBf16Operand(const Tensor& src, Bf16GemmPath path, Bf16Scratch* scratch) {
-  CHECK(src.dtype == DType::kF32 && src.ndim == 2) << "PrepareBf16Operand: want F32 2-D, got " << src.DebugString();
-  const int64_t rows = src.shape[0], cols = src.shape[1];
+  CHECK((src.dtype == DType::kF32 || src.dtype == DType::kBF16) && src.ndim == 2)
+      << "PrepareBf16Operand: want F32 or BF16 2-D, got " << src.DebugString();
   const DType dtype = path == Bf16GemmPath::kOneDnn ? DType::kBF16 : DType::kF32;
+  if (src.dtype == dtype && dtype == DType::kBF16) return src;  // already the operand oneDNN takes
+  const int64_t rows = src.shape[0], cols = src.shape[1];
   void* dst = scratch->Reserve(static_cast<size_t>(rows * cols) * DTypeSize(dtype) + 1);
-  if (path == Bf16GemmPath::kOneDnn) {
+  if (src.dtype == DType::kBF16) {
+    RowsBf16ToF32(src, static_cast<float*>(dst));  // bf16 values, exactly
+  } else if (path == Bf16GemmPath::kOneDnn) {
     RoundRowsToBf16(src, static_cast<uint16_t*>(dst));
   } else {
     RoundRowsToF32(src, static_cast<float*>(dst));

@@ -58,14 +58,16 @@ class Bf16Scratch {
 // `src` (F32, 2-D, any row stride) rounded to bf16 for `path`, densely into
 // *scratch, same shape and orientation: F32 holding bf16 values for
 // kRoundedSgemm, BF16 bits for kOneDnn. OpenMP-parallel over rows when large.
+// A BF16 `src` is already rounded: returned as it is for kOneDnn, widened to
+// F32 for kRoundedSgemm.
 Tensor PrepareBf16Operand(const Tensor& src, Bf16GemmPath path, Bf16Scratch* scratch);
 
 // C (F32) = alpha op(A) op(B) + beta C for A and B prepared for the same path
 // (both F32 bf16-valued, or both BF16); F32 operands go to `sgemm`.
 void GemmBf16Prepared(const GemmParams& p, SgemmLibrary sgemm = SgemmLibrary::kOneDnn);
 
-// C = alpha op(A) op(B) + beta C, all F32, with A and B rounded to bf16 first
-// (per-thread scratch).
+// C (F32) = alpha op(A) op(B) + beta C with A and B rounded to bf16 first
+// (per-thread scratch); an operand that is BF16 already is used as it is.
 void GemmBf16(const GemmParams& p, Bf16GemmPath path, SgemmLibrary sgemm = SgemmLibrary::kOneDnn);
 
 // oneDNN matmul of BF16 A, B into F32 C (gemm_onednn.cc); primitives are

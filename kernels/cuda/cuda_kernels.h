@@ -40,6 +40,7 @@ enum class Slot : int {
   kLogits,       // LM head: [chunk, V] logits / dlogits
   kRowLoss,      // LM head: per-token loss (double) before the final sum
   kAttnDelta,    // attention backward: D = rowsum(dO * O), [H, N]
+  kGemmOperand,  // Gemm: the F32 operand of a product with a BF16 one, in bf16
   kCount
 };
 

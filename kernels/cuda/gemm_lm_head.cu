@@ -15,7 +15,8 @@
 // B, ldb, A, lda, C, ldc) with every leading dimension a Tensor::stride0().
 // The handle stays in CUBLAS_DEFAULT_MATH: no TF32, so F32 GEMMs match the CPU
 // backend's to ~1e-6 relative. At MatmulPrecision::kBF16 (Context::bf16_matmul)
-// F32 GEMMs go to cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_16BF instead.
+// F32 GEMMs go to cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_16BF instead; a
+// product with a BF16 operand (GemmParams) always runs on bf16 operands.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -114,6 +115,22 @@ void Gemm(const Context& c, const Tensor& a, const Tensor& b, const Tensor& out,
   switch (out.dtype) {
     case DType::kF32: {
       const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+      if (a.dtype == DType::kBF16 || b.dtype == DType::kBF16) {
+        // A BF16 operand (GemmParams): a bf16 product whatever the precision;
+        // an F32 partner is rounded like Copy rounds (at most one of the two).
+        auto as_bf16 = [&](const Tensor& t) {
+          if (t.dtype == DType::kBF16) return t;
+          const Tensor dense(c.workspace->Get(Slot::kGemmOperand, static_cast<size_t>(t.numel()) * 2), DType::kBF16,
+                             {t.shape[0], t.shape[1]}, t.device);
+          Copy(c, dense, t);
+          return dense;
+        };
+        const Tensor a16 = as_bf16(a), b16 = as_bf16(b);
+        LONGCTX_CUBLAS_CHECK(cublasGemmEx(c.blas, op_b, op_a, ni, mi, ki, &al, b16.data, CUDA_R_16BF, Ld(b16),
+                                          a16.data, CUDA_R_16BF, Ld(a16), &be, out.as<float>(), CUDA_R_32F, Ld(out),
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        break;
+      }
       if (c.bf16_matmul) {  // bf16 operands on the tensor cores, fp32 accumulation and output
         LONGCTX_CUBLAS_CHECK(cublasGemmEx(c.blas, op_b, op_a, ni, mi, ki, &al, b.as<const float>(), CUDA_R_32F, Ld(b),
                                           a.as<const float>(), CUDA_R_32F, Ld(a), &be, out.as<float>(), CUDA_R_32F,

@@ -273,6 +273,38 @@ void CheckGemm(Backend* b, Backend* ref, std::mt19937& rng) {
       }
 }
 
+// F32 only: a product with a BF16 operand (GemmParams), the bf16 copy made by
+// each backend's own Copy from the same strided F32 values; the other operand
+// F32 (rounded inside Gemm) or BF16 too. A bf16 product on both sides: they
+// differ only in fp32 summation order.
+void CheckGemmBf16Operands(Backend* b, Backend* ref, std::mt19937& rng) {
+  const int64_t m = 37, n = 29, k = 45;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int both = 0; both < 2; ++both) {
+      const std::string what = "Gemm with BF16 a, trans_a=" + std::to_string(ta) + (both ? ", BF16 b" : ", F32 b");
+      const std::vector<int64_t> a_shape = ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
+      Twin<float> a(b, a_shape, 3), bm(b, {k, n}, 2), c(b, {m, n}, 4);
+      a.Random(rng).Upload();
+      bm.Random(rng).Upload();
+      c.Random(rng).Upload();
+      DeviceBuffer a16(b, static_cast<size_t>(m * k) * 2), b16(b, static_cast<size_t>(k * n) * 2);
+      std::vector<uint16_t> a16_host(m * k), b16_host(k * n);
+      const Tensor ar = MakeTensor(a16_host.data(), DType::kBF16, a_shape, Device::kCpu, 0);
+      const Tensor ad = MakeTensor(a16.data(), DType::kBF16, a_shape, b->device(), 0);
+      const Tensor br = MakeTensor(b16_host.data(), DType::kBF16, {k, n}, Device::kCpu, 0);
+      const Tensor bd = MakeTensor(b16.data(), DType::kBF16, {k, n}, b->device(), 0);
+      ref->Copy(ar, a.ref());
+      b->Copy(ad, a.dev());
+      ref->Copy(br, bm.ref());
+      b->Copy(bd, bm.dev());
+      GemmParams pr{.a = ar, .b = both ? br : bm.ref(), .c = c.ref(), .trans_a = ta == 1, .alpha = 0.7, .beta = 0.3};
+      GemmParams pd{.a = ad, .b = both ? bd : bm.dev(), .c = c.dev(), .trans_a = ta == 1, .alpha = 0.7, .beta = 0.3};
+      ref->Gemm(pr);
+      b->Gemm(pd);
+      ExpectClose(c.Download(), c.host(), 1e-5, what);
+    }
+}
+
 template <class T>
 void CheckEmbedding(Backend* b, Backend* ref, std::mt19937& rng) {
   const int64_t vocab = 50, d = 24, n = 2500;  // n > 2048: the sort's global passes run too
@@ -615,6 +647,7 @@ void CheckAllOps(Backend* b, Backend* ref, uint32_t seed) {
   {
     SCOPED_TRACE("gemm");
     CheckGemm<T>(b, ref, rng);
+    if constexpr (sizeof(T) == 4) CheckGemmBf16Operands(b, ref, rng);
   }
   {
     SCOPED_TRACE("embedding");

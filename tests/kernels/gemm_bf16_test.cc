@@ -7,7 +7,8 @@
 // (AVX2) its tests are skipped with the CPU's ISA named, never passed silently.
 // They also check that rounding really happens (the result differs from the
 // fp32 product by far more than the tolerance), that the rounding is the same
-// bit pattern as the safetensors writer's, and the LM-head loss in bf16.
+// bit pattern as the safetensors writer's, the LM-head loss in bf16, and that
+// BF16 operands (copies made once by the caller) give the same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -289,6 +290,75 @@ TEST_P(GemmBf16PathTest, LmHeadLoss) {
     for (int64_t i = 0; i < n * d; ++i) ASSERT_NEAR(dx[i], dx_ref[i], 2.5e-3 * dx_abs[i] + 1e-7) << "dx " << i;
     for (int64_t i = 0; i < vocab * d; ++i) ASSERT_NEAR(dw[i], dw_ref[i], 2.5e-3 * dw_abs[i] + 1e-7) << "dW " << i;
   }
+}
+
+// A BF16 operand (a bf16 copy the caller made once, GemmParams) gives exactly
+// the bits of the bf16 product of its F32 original, on each path, for either
+// operand or both, strided F32 partners included; and it makes the product a
+// bf16 one even where the configured precision is fp32.
+TEST_P(GemmBf16PathTest, Bf16OperandsGiveTheBitsOfTheRoundedProduct) {
+  const Bf16GemmPath path = GetParam();
+  SKIP_IF_NOT_RUNNABLE(path);
+  uint64_t seed = 700;
+  for (const Case& c : kCases) {
+    const int64_t ar = c.ta ? c.k : c.m, ac = c.ta ? c.m : c.k;
+    const int64_t br = c.tb ? c.n : c.k, bc = c.tb ? c.k : c.n;
+    auto random = [](int64_t n, uint64_t s) {
+      std::vector<double> d = test::RandomUniform(n, s);
+      return std::vector<float>(d.begin(), d.end());
+    };
+    std::vector<float> a = random(ar * (ac + c.pad), seed), b = random(br * (bc + c.pad), seed + 1);
+    const std::vector<float> c0 = random(c.m * (c.n + c.pad), seed + 2);
+    seed += 10;
+    GemmParams ref;
+    ref.a = View(a, ar, ac, c.pad);
+    ref.b = View(b, br, bc, c.pad);
+    ref.trans_a = c.ta;
+    ref.trans_b = c.tb;
+    ref.alpha = c.alpha;
+    ref.beta = c.beta;
+    std::vector<float> want = c0;
+    ref.c = View(want, c.m, c.n, c.pad);
+    cpu::Gemm(ref, cpu::MatmulConfig{.precision = MatmulPrecision::kBF16, .bf16 = path});
+    // The bf16 copies, dense, made by Copy (the conversion the model uses).
+    std::vector<uint16_t> a16(ar * ac), b16(br * bc);
+    const Tensor ta16(a16.data(), DType::kBF16, {ar, ac}), tb16(b16.data(), DType::kBF16, {br, bc});
+    cpu::Copy(ta16, ref.a);
+    cpu::Copy(tb16, ref.b);
+    for (int which = 1; which <= 3; ++which) {  // a, b, both
+      for (MatmulPrecision precision : {MatmulPrecision::kBF16, MatmulPrecision::kF32}) {
+        GemmParams p = ref;
+        if (which & 1) p.a = ta16;
+        if (which & 2) p.b = tb16;
+        std::vector<float> got = c0;
+        p.c = View(got, c.m, c.n, c.pad);
+        ASSERT_TRUE(p.Validate().ok()) << p.Validate();
+        cpu::Gemm(p, cpu::MatmulConfig{.precision = precision, .bf16 = path});
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << c.m << "x" << c.n << "x" << c.k << (c.ta ? " A^T" : "") << (c.tb ? " B^T" : "") << " bf16 operand(s) "
+            << (which == 1 ? "a" : which == 2 ? "b" : "a, b") << " at precision "
+            << (precision == MatmulPrecision::kBF16 ? "bf16" : "fp32");
+      }
+    }
+  }
+}
+
+TEST(GemmBf16Test, Bf16OperandsNeedAnF32Output) {
+  std::vector<uint16_t> h(6);
+  std::vector<float> f(6);
+  std::vector<double> d(6);
+  const Tensor a16(h.data(), DType::kBF16, {2, 3}), a32(f.data(), DType::kF32, {3, 2});
+  GemmParams ok{.a = a16, .b = a32, .c = Tensor(f.data(), DType::kF32, {2, 2})};
+  EXPECT_TRUE(ok.Validate().ok()) << ok.Validate();
+  GemmParams f64_out{.a = a16, .b = Tensor(d.data(), DType::kF64, {3, 2}), .c = Tensor(d.data(), DType::kF64, {2, 2})};
+  EXPECT_NE(f64_out.Validate().message().find("a is BF16, which needs an F32 c"), std::string::npos) << f64_out.Validate();
+  GemmParams bf16_out{.a = a16, .b = a16, .c = Tensor(h.data(), DType::kBF16, {2, 2})};
+  EXPECT_NE(bf16_out.Validate().message().find("c must be F32 or F64"), std::string::npos) << bf16_out.Validate();
+  GemmParams one_d{.a = Tensor(h.data(), DType::kBF16, {6}), .b = a32, .c = Tensor(f.data(), DType::kF32, {2, 2})};
+  EXPECT_NE(one_d.Validate().message().find("a must be 2-D"), std::string::npos) << one_d.Validate();
+  GemmParams mixed{.a = Tensor(d.data(), DType::kF64, {2, 3}), .b = a32, .c = Tensor(f.data(), DType::kF32, {2, 2})};
+  EXPECT_NE(mixed.Validate().message().find("must have c's dtype F32 or be BF16"), std::string::npos)
+      << mixed.Validate();
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, GemmBf16PathTest, ::testing::ValuesIn(kPaths),
