@@ -109,8 +109,14 @@ absl::Status SwiGluParams::Validate(bool backward) const {
   LONGCTX_RETURN_IF_ERROR(NeedFloat(op, backward ? "dh" : "h", out, 2));
   if (out.shape[0] != gate_up.shape[0] || 2 * out.shape[1] != gate_up.shape[1] || out.dtype != gate_up.dtype)
     return Bad(op, absl::StrCat("h ", out.DebugString(), " vs gate_up ", gate_up.DebugString()));
-  if (backward) return SameShape(op, "dgate_up", dgate_up, "gate_up", gate_up);
-  return absl::OkStatus();
+  if (!backward) return absl::OkStatus();
+  if (dgate_up.defined() && dgate_up.dtype == DType::kBF16 && gate_up.dtype == DType::kF32) {
+    // A bf16 output (the operand of bf16 products): the shape of gate_up.
+    if (dgate_up.ndim != 2 || dgate_up.shape[0] != gate_up.shape[0] || dgate_up.shape[1] != gate_up.shape[1])
+      return Bad(op, absl::StrCat("dgate_up ", dgate_up.DebugString(), " vs gate_up ", gate_up.DebugString()));
+    return absl::OkStatus();
+  }
+  return SameShape(op, "dgate_up", dgate_up, "gate_up", gate_up);
 }
 
 absl::Status AttentionParams::Validate(bool backward) const {

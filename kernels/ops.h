@@ -85,7 +85,8 @@ struct SwiGluParams {
   Tensor gate_up;   // [N, 2F]
   Tensor h;         // [N, F] forward output
   Tensor dh;        // [N, F] backward input
-  Tensor dgate_up;  // [N, 2F] backward output (overwritten)
+  Tensor dgate_up;  // [N, 2F] backward output (overwritten); may be BF16 with
+                    // F32 inputs: rounded as Copy rounds, for bf16 products
   absl::Status Validate(bool backward) const;
 };
 

@@ -249,9 +249,11 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
            .beta = 1.0});
   SwiGluParams sw;
   sw.gate_up = a.gu[l]; sw.dh = a.dh; sw.dgate_up = a.dgu;
+  // With bf16 products dgate_up is made in bf16 (in dgu's memory): only the
+  // two products read it, and they would round it to exactly these values.
+  if (bf16_products()) sw.dgate_up = Tensor(a.dgu.data, DType::kBF16, {n, 2 * F}, a.dgu.device);
   be.SwiGluBackward(sw);
-  // From here on dh is free: the room for the bf16 copies of this layer's dY.
-  dy = ProductOperand(a.dgu, a.dh);
+  dy = sw.dgate_up;
   be.Gemm({.a = dy, .b = ProductInput(l, kActXn2, a.xn2[l]), .c = grads_.at(b, off.w_gate_up, {2 * F, D}),
            .trans_a = true, .beta = 1.0});
   be.Gemm({.a = dy, .b = params_.at(b, off.w_gate_up, {2 * F, D}), .c = a.dxn});
@@ -262,7 +264,7 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   be.RmsNormBackward(n2);
 
   // xmid = x[l] + o @ Wo^T
-  dy = ProductOperand(a.dx, a.dh);
+  dy = ProductOperand(a.dx, a.dh);  // from here on dh is free
   be.Gemm({.a = dy, .b = params_.at(b, off.wo, {D, H * hd}), .c = a.d_o});
   be.Gemm({.a = dy, .b = ProductInput(l, kActO, a.o[l]), .c = grads_.at(b, off.wo, {D, H * hd}), .trans_a = true,
            .beta = 1.0});
@@ -332,9 +334,12 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   be.RmsNormBackward(n1);
 }
 
+bool Transformer::bf16_products() const {
+  return dtype_ == DType::kF32 && backend_->matmul_precision() == MatmulPrecision::kBF16;
+}
+
 Tensor Transformer::ProductOperand(const Tensor& x, const Tensor& room) const {
-  const bool bf16_products = dtype_ == DType::kF32 && backend_->matmul_precision() == MatmulPrecision::kBF16;
-  if (!bf16_products || x.numel() * DTypeSize(DType::kBF16) > room.nbytes()) return x;
+  if (!bf16_products() || x.numel() * DTypeSize(DType::kBF16) > room.nbytes()) return x;
   const Tensor copy(room.data, DType::kBF16, {x.shape[0], x.shape[1]}, room.device);
   backend_->Copy(copy, x);
   return copy;

@@ -155,6 +155,7 @@ class Transformer {
   // the copy: the same rounding Gemm would apply to each, done once. Returns
   // `x` itself with F32 products or when the copy does not fit in `room`.
   Tensor ProductOperand(const Tensor& x, const Tensor& room) const;
+  bool bf16_products() const;  // F32 model, MatmulPrecision::kBF16
   // The operand a dW product reads for layer l's activation `kind` (a Bf16Act
   // bit): its bf16 store when this layer keeps one (the product would round
   // `work` to exactly these values), else `work`.

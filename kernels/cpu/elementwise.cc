@@ -371,6 +371,24 @@ void SwiGluBackward(const SwiGluParams& p) {
     l.cols = f;
     l.flat = false;
     const int64_t gs = p.gate_up.stride0(), hs = p.dh.stride0(), ds = p.dgate_up.stride0();
+    if constexpr (std::is_same_v<T, float>) {
+      if (p.dgate_up.dtype == DType::kBF16) {  // computed in F32, rounded by the conversion Copy uses
+        ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
+          constexpr int64_t kBlock = 512;
+          alignas(64) float a[kBlock], b[kBlock];
+          for (int64_t i0 = c0; i0 < c1; i0 += kBlock) {
+            const int64_t n = std::min(kBlock, c1 - i0);
+            const float* g = p.gate_up.as<float>() + r * gs + i0;
+            const float* dh = p.dh.as<float>() + r * hs + i0;
+            for (int64_t i = 0; i < n; ++i) math::SwiGluBackward(g[i], g[i + f], dh[i], a[i], b[i]);
+            uint16_t* dg = p.dgate_up.as<uint16_t>() + r * ds + i0;
+            ConvertF32ToBf16(dg, a, n);
+            ConvertF32ToBf16(dg + f, b, n);
+          }
+        });
+        return;
+      }
+    }
     ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
       const T* g = p.gate_up.as<T>() + r * gs + c0;
       const T* u = g + f;

@@ -99,18 +99,23 @@ __global__ void SwiGluForwardKernel(const T* gate_up, int64_t gs, T* h, int64_t 
   }
 }
 
+// Out = T, or uint16_t (bf16 bits, rounded as Copy rounds) for an F32 T.
 template <class T>
-__global__ void SwiGluBackwardKernel(const T* gate_up, int64_t gs, const T* dh, int64_t hs, T* dgate_up, int64_t ds,
+__device__ inline void StoreAs(T* p, T v) { *p = v; }
+__device__ inline void StoreAs(uint16_t* p, float v) { *p = math::F32ToBf16Bits(v); }
+
+template <class T, class Out>
+__global__ void SwiGluBackwardKernel(const T* gate_up, int64_t gs, const T* dh, int64_t hs, Out* dgate_up, int64_t ds,
                                      int64_t rows, int64_t f) {
   const int64_t total = rows * f;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / f, c = i - r * f;
     const T* g = gate_up + r * gs + c;
-    T* dg = dgate_up + r * ds + c;
+    Out* dg = dgate_up + r * ds + c;
     T a, b;
     math::SwiGluBackward(g[0], g[f], dh[r * hs + c], a, b);
-    dg[0] = a;
-    dg[f] = b;
+    StoreAs(dg, a);
+    StoreAs(dg + f, b);
   }
 }
 
@@ -278,9 +283,16 @@ void SwiGluForward(const Context& c, const Tensor& gate_up, const Tensor& h) {
 void SwiGluBackward(const Context& c, const Tensor& gate_up, const Tensor& dh, const Tensor& dgate_up) {
   const int64_t rows = dh.shape[0], f = dh.shape[1];
   if (rows * f == 0) return;
+  if (dgate_up.dtype == DType::kBF16) {  // F32 inputs (SwiGluParams::Validate)
+    SwiGluBackwardKernel<float, uint16_t><<<GridFor(rows * f), kThreads, 0, c.stream>>>(
+        gate_up.as<const float>(), gate_up.stride0(), dh.as<const float>(), dh.stride0(), dgate_up.as<uint16_t>(),
+        dgate_up.stride0(), rows, f);
+    LONGCTX_CUDA_LAUNCHED();
+    return;
+  }
   DispatchFloat(gate_up.dtype, "SwiGluBackward", [&](auto tag) {
     using T = decltype(tag);
-    SwiGluBackwardKernel<T><<<GridFor(rows * f), kThreads, 0, c.stream>>>(
+    SwiGluBackwardKernel<T, T><<<GridFor(rows * f), kThreads, 0, c.stream>>>(
         gate_up.as<const T>(), gate_up.stride0(), dh.as<const T>(), dh.stride0(), dgate_up.as<T>(),
         dgate_up.stride0(), rows, f);
     LONGCTX_CUDA_LAUNCHED();

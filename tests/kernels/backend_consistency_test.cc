@@ -26,6 +26,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/math/bf16.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"
 
@@ -427,6 +428,18 @@ void CheckSwiGlu(Backend* b, Backend* ref, std::mt19937& rng) {
   ref->SwiGluBackward(pr);
   b->SwiGluBackward(pd);
   ExpectClose(dgu.Download(), dgu.host(), Tol<T>(), "SwiGluBackward");
+  if constexpr (sizeof(T) == 4) {  // a BF16 dgate_up (operand of bf16 products)
+    DeviceBuffer d16(b, static_cast<size_t>(n * 2 * f) * 2);
+    std::vector<uint16_t> r16(n * 2 * f), got16(n * 2 * f);
+    pr.dgate_up = MakeTensor(r16.data(), DType::kBF16, {n, 2 * f}, Device::kCpu, 0);
+    pd.dgate_up = MakeTensor(d16.data(), DType::kBF16, {n, 2 * f}, b->device(), 0);
+    ref->SwiGluBackward(pr);
+    b->SwiGluBackward(pd);
+    b->CopyToHost(got16.data(), pd.dgate_up);
+    std::vector<float> want(r16.size()), got(r16.size());
+    for (size_t i = 0; i < r16.size(); ++i) want[i] = math::Bf16BitsToF32(r16[i]), got[i] = math::Bf16BitsToF32(got16[i]);
+    ExpectClose(got, want, 1.0 / 128, "SwiGluBackward (BF16 dgate_up)");  // one bf16 ulp apart at most
+  }
 }
 
 template <class T>

@@ -365,6 +365,33 @@ TEST(SwiGluTest, F32MatchesF64) {
   ExpectAllClose(dgu32, dgu, kF32Tol, "dgate_up");
 }
 
+// A BF16 dgate_up (the operand of bf16 products) holds exactly the F32
+// result rounded as Copy rounds, from strided inputs, rows longer than the
+// op's internal block (f = 1100) and not a multiple of the vector width.
+TEST(SwiGluTest, Bf16OutputIsTheRoundedF32Output) {
+  const int64_t n = 9, f = 1100;
+  Padded<float> gu({n, 2 * f}, 3, 1);
+  gu.Randomize(35, -8.0, 8.0);
+  std::vector<float> dh = Cast<float>(RandomUniform(n * f, 36)), dgu(n * 2 * f);
+  const Tensor dht(dh.data(), DType::kF32, {n, f});
+  cpu::SwiGluBackward({gu.tensor(), {}, dht, Tensor(dgu.data(), DType::kF32, {n, 2 * f})});
+  std::vector<uint16_t> want(n * 2 * f), got(n * 2 * f, 0xFFFF);
+  cpu::Copy(Tensor(want.data(), DType::kBF16, {n, 2 * f}), Tensor(dgu.data(), DType::kF32, {n, 2 * f}));
+  const SwiGluParams p{gu.tensor(), {}, dht, Tensor(got.data(), DType::kBF16, {n, 2 * f})};
+  ASSERT_TRUE(p.Validate(true).ok()) << p.Validate(true);
+  cpu::SwiGluBackward(p);
+  EXPECT_EQ(got, want);
+  // Only with F32 inputs, and in gate_up's shape.
+  SwiGluParams wrong = p;
+  wrong.dgate_up = Tensor(got.data(), DType::kBF16, {n, f});
+  EXPECT_NE(wrong.Validate(true).message().find("dgate_up BF16[9,1100] vs gate_up"), std::string::npos)
+      << wrong.Validate(true);
+  std::vector<double> gu64(n * 2 * f), dh64(n * f);
+  const SwiGluParams f64{Tensor(gu64.data(), DType::kF64, {n, 2 * f}), {}, Tensor(dh64.data(), DType::kF64, {n, f}),
+                         Tensor(got.data(), DType::kBF16, {n, 2 * f})};
+  EXPECT_FALSE(f64.Validate(true).ok());
+}
+
 // ---------------------------------------------------------------- AdamW
 
 TEST(AdamWTest, ThreeStepsMatchHandComputedValues) {
