@@ -32,6 +32,18 @@ absl::Status SameShape(const char* op, const char* a_name, const Tensor& a, cons
 }
 
 
+// An output of `like`'s shape and dtype, or BF16 of its shape where `like`
+// is F32: a copy for bf16 products, rounded as Copy rounds.
+absl::Status Bf16OutputOrSameShape(const char* op, const char* name, const Tensor& out, const char* like_name,
+                                   const Tensor& like) {
+  if (!out.defined() || out.dtype != DType::kBF16 || like.dtype != DType::kF32)
+    return SameShape(op, name, out, like_name, like);
+  bool same = out.ndim == like.ndim;
+  for (int i = 0; same && i < out.ndim; ++i) same = out.shape[i] == like.shape[i];
+  if (!same) return Bad(op, absl::StrCat(name, " ", out.DebugString(), " vs ", like_name, " ", like.DebugString()));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status GemmParams::Validate() const {
@@ -81,7 +93,7 @@ absl::Status RmsNormParams::Validate(bool backward) const {
     return Bad(op, absl::StrCat("x ", x.DebugString(), " weight ", weight.DebugString(), " rstd ",
                                 rstd.DebugString()));
   if (!(eps > 0)) return Bad(op, "eps must be > 0");
-  if (!backward) return SameShape(op, "y", y, "x", x);
+  if (!backward) return Bf16OutputOrSameShape(op, "y", y, "x", x);
   LONGCTX_RETURN_IF_ERROR(SameShape(op, "dy", dy, "x", x));
   LONGCTX_RETURN_IF_ERROR(SameShape(op, "dx", dx, "x", x));
   return SameShape(op, "dweight", dweight, "weight", weight);
@@ -106,17 +118,14 @@ absl::Status SwiGluParams::Validate(bool backward) const {
   LONGCTX_RETURN_IF_ERROR(NeedFloat(op, "gate_up", gate_up, 2));
   if (gate_up.shape[1] % 2 != 0) return Bad(op, "gate_up must have an even number of columns");
   const Tensor& out = backward ? dh : h;
-  LONGCTX_RETURN_IF_ERROR(NeedFloat(op, backward ? "dh" : "h", out, 2));
-  if (out.shape[0] != gate_up.shape[0] || 2 * out.shape[1] != gate_up.shape[1] || out.dtype != gate_up.dtype)
-    return Bad(op, absl::StrCat("h ", out.DebugString(), " vs gate_up ", gate_up.DebugString()));
+  const char* out_name = backward ? "dh" : "h";
+  const bool bf16_h = !backward && out.defined() && out.dtype == DType::kBF16 && gate_up.dtype == DType::kF32;
+  if (!bf16_h) LONGCTX_RETURN_IF_ERROR(NeedFloat(op, out_name, out, 2));
+  if (out.ndim != 2 || out.shape[0] != gate_up.shape[0] || 2 * out.shape[1] != gate_up.shape[1] ||
+      (out.dtype != gate_up.dtype && !bf16_h))
+    return Bad(op, absl::StrCat(out_name, " ", out.DebugString(), " vs gate_up ", gate_up.DebugString()));
   if (!backward) return absl::OkStatus();
-  if (dgate_up.defined() && dgate_up.dtype == DType::kBF16 && gate_up.dtype == DType::kF32) {
-    // A bf16 output (the operand of bf16 products): the shape of gate_up.
-    if (dgate_up.ndim != 2 || dgate_up.shape[0] != gate_up.shape[0] || dgate_up.shape[1] != gate_up.shape[1])
-      return Bad(op, absl::StrCat("dgate_up ", dgate_up.DebugString(), " vs gate_up ", gate_up.DebugString()));
-    return absl::OkStatus();
-  }
-  return SameShape(op, "dgate_up", dgate_up, "gate_up", gate_up);
+  return Bf16OutputOrSameShape(op, "dgate_up", dgate_up, "gate_up", gate_up);
 }
 
 absl::Status AttentionParams::Validate(bool backward) const {

@@ -54,7 +54,8 @@ struct EmbeddingParams {
 struct RmsNormParams {
   Tensor x;       // [N, D]
   Tensor weight;  // [D]
-  Tensor y;       // [N, D] forward output
+  Tensor y;       // [N, D] forward output; may be BF16 with an F32 x (rounded
+                  // as Copy rounds: an operand only bf16 products read)
   Tensor rstd;    // [N] forward output, backward input
   double eps = 1e-5;
   // Backward only:
@@ -83,7 +84,7 @@ struct RopeParams {
 // h = silu(gate) * up; gate_up is [N, 2F] with gate in columns [0, F), up in [F, 2F).
 struct SwiGluParams {
   Tensor gate_up;   // [N, 2F]
-  Tensor h;         // [N, F] forward output
+  Tensor h;         // [N, F] forward output; may be BF16 with an F32 gate_up
   Tensor dh;        // [N, F] backward input
   Tensor dgate_up;  // [N, 2F] backward output (overwritten); may be BF16 with
                     // F32 inputs: rounded as Copy rounds, for bf16 products

@@ -62,7 +62,8 @@ FlopCounts CountTrainingFlops(const ModelDims& d, int64_t T) {
 }
 
 MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq_len,
-                                  int64_t logits_chunk_tokens, int recompute_every, bool bf16_activations) {
+                                  int64_t logits_chunk_tokens, int recompute_every, bool bf16_activations,
+                                  bool bf16_products) {
   MemoryPlan m;
   constexpr int64_t kF32 = 4, kI32 = 4;
   m.batch = batch;
@@ -95,8 +96,14 @@ MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq
   // output, gate|up, swiglu output (and qk-norm's q, k before their norm).
   const int64_t conv = 2 * D + d.qkv_dim() + d.q_dim() + 3 * F +
                        (d.qk_norm ? static_cast<int64_t>(H + Hkv) * d.head_dim : 0);
+  // bf16 products: xn1, xn2 and h are bf16 tensors (only products read them;
+  // Transformer::product_input_dtype), in every layer and working set.
+  // bf16 storage implies bf16 products (ResolveBf16Activations).
+  const int64_t product_inputs = 2 * D + F;
+  bf16_products = bf16_products || bf16_activations;
   m.bf16_activations = bf16_activations;
-  m.bf16_floats_per_token = bf16_activations ? conv : 0;
+  m.bf16_products = bf16_products;
+  m.bf16_floats_per_token = bf16_activations ? conv : bf16_products ? product_inputs : 0;
   // Recomputed layers (model/transformer.h) keep their input x; the rest of
   // their activations is one scratch set shared by all of them, which is also
   // the bf16-stored layers' working set.
@@ -105,9 +112,14 @@ MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq
   m.recomputed_layers = recomputed;
   const int64_t stored = d.layers - recomputed;
   constexpr int64_t kBF16 = 2;
-  const int64_t stored_layer_bytes = bf16_activations ? (per - conv) * kF32 + conv * kBF16 : per * kF32;
-  const int64_t shared_bytes = recomputed > 0                          ? (per - D) * kF32
-                               : (bf16_activations && stored > 0) ? conv * kF32
+  const int64_t bf16_floats = m.bf16_floats_per_token;
+  const int64_t stored_layer_bytes = (per - bf16_floats) * kF32 + bf16_floats * kBF16;
+  // The shared set: a recomputed layer's whole set (its product inputs bf16
+  // with bf16 products), else the working copies of the bf16-stored kinds
+  // other than the product inputs.
+  const int64_t shared_inputs_bf16 = bf16_products ? product_inputs : 0;
+  const int64_t shared_bytes = recomputed > 0 ? (per - D - shared_inputs_bf16) * kF32 + shared_inputs_bf16 * kBF16
+                               : (bf16_activations && stored > 0) ? (conv - product_inputs) * kF32
                                                                   : 0;
   m.layer_activations = (stored * stored_layer_bytes + recomputed * D * kF32 + shared_bytes) * m.tokens;
   // The last layer's output (the final residual), the final norm's output and rstd.
@@ -133,7 +145,7 @@ Plan MakePlan(const ModelDims& dims, const PlanOptions& options) {
   plan.params = CountParams(dims);
   plan.flops = CountTrainingFlops(dims, options.seq_len);
   plan.memory = EstimateTrainingMemory(dims, options.batch, options.seq_len, options.logits_chunk_tokens,
-                                       options.recompute_every, options.bf16_activations);
+                                       options.recompute_every, options.bf16_activations, options.bf16_products);
   return plan;
 }
 
@@ -222,7 +234,10 @@ std::string FormatPlan(const Plan& plan) {
                         plan.options.grad_accum));
   s += "\n";
 
-  absl::StrAppend(&s, "Training memory, fp32", m.bf16_activations ? " (activations bf16 where stored)" : "",
+  absl::StrAppend(&s, "Training memory, fp32",
+                  m.bf16_activations ? " (activations bf16 where stored)"
+                  : m.bf16_products  ? " (bf16 products: their inputs xn1, xn2, h in bf16)"
+                                     : "",
                   ", micro-batch ", m.batch, " x ", m.seq_len, " = ", Commas(m.tokens), " tokens\n");
   const double mt = static_cast<double>(m.total);
   s += Row("weights", Bytes(m.weights), Pct(m.weights, mt));
@@ -234,7 +249,8 @@ std::string FormatPlan(const Plan& plan) {
                ? absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / layer")
                : absl::StrCat(Commas(m.layer_floats_per_token), " floats / token / stored layer; ",
                               m.recomputed_layers, " recomputed layers keep only their input")) +
-               (m.bf16_activations ? absl::StrCat(" (", Commas(m.bf16_floats_per_token), " of them bf16)") : ""));
+               (m.bf16_floats_per_token > 0 ? absl::StrCat(" (", Commas(m.bf16_floats_per_token), " of them bf16)")
+                                            : ""));
   s += Row("activations: final x + norm", Bytes(m.final_norm));
   s += Row("activations: token ids", Bytes(m.token_buffers), "ids, targets, positions (int32)");
   s += Row("activations: logits chunk", Bytes(m.logits_chunk), absl::StrCat(m.logits_chunk_tokens, " x vocab"));
@@ -300,6 +316,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
                        {"layer_activations", m.layer_activations},
                        {"recomputed_layers", m.recomputed_layers},
                        {"activation_dtype", m.bf16_activations ? "bf16" : "fp32"},
+                       {"bf16_products", m.bf16_products},
                        {"bf16_floats_per_token", m.bf16_floats_per_token},
                        {"final_norm", m.final_norm},
                        {"token_buffers", m.token_buffers},

@@ -67,14 +67,19 @@ struct MemoryPlan {
   // of layer_floats_per_token, bf16_floats_per_token (xn1, qkv, o, xn2, gu, h,
   // qk-norm's q and k) are stored in 2 bytes by a stored layer; the layer
   // computes them in one F32 working set shared by all layers.
+  // bf16 products (precision BF16, F32 model) alone: xn1, xn2 and h
+  // (2·hidden + ffn floats) are bf16 tensors, in every layer and working set
+  // (Transformer::product_input_dtype); bf16 storage includes them.
   bool bf16_activations = false;
+  bool bf16_products = false;
   int64_t bf16_floats_per_token = 0;
-  // fp32 storage: (stored layers × layer_floats_per_token + recomputed layers
+  // fp32: (stored layers × layer_floats_per_token + recomputed layers
   //  × hidden + (one shared scratch set: layer_floats_per_token − hidden, if
-  //  any)) × tokens × 4. bf16 storage: a stored layer takes
+  //  any)) × tokens × 4. With bf16 floats: a stored layer takes
   //  (layer_floats_per_token − bf16_floats_per_token) × 4 + bf16_floats_per_token
-  //  × 2 bytes per token, and without recomputed layers the shared set is the
-  //  working set, bf16_floats_per_token × 4 (with them, theirs serves both).
+  //  × 2 bytes per token; the recomputed layers' shared set keeps xn1, xn2, h
+  //  in 2 bytes with bf16 products, and without recomputed layers bf16 storage
+  //  needs a working set of F32 copies of its other kinds (qkv, o, gu, qk-norm's).
   int64_t layer_activations = 0;
   int64_t final_norm = 0;              // tokens × (2·hidden + 1) × 4: final residual, norm out, rstd
   int64_t token_buffers = 0;           // tokens × 3 int32 (ids, targets, positions)
@@ -92,6 +97,7 @@ struct PlanOptions {
   int64_t logits_chunk_tokens = 256;
   int recompute_every = 0;  // activation recomputation (ModelConfig.recompute_every)
   bool bf16_activations = false;  // ModelConfig.activation_dtype "bf16"
+  bool bf16_products = false;     // precision BF16 with an F32 model (xn1, xn2, h in bf16)
 };
 
 struct Plan {
@@ -110,9 +116,11 @@ FlopCounts CountTrainingFlops(const ModelDims& dims, int64_t seq_len);
 // recompute_every: Transformer::set_recompute_every (0 = none; k: layers l
 // with l % k == 0 keep only their input plus one shared scratch set).
 // bf16_activations: Transformer::set_activation_dtype(kBF16) (all of kActAll).
+// bf16_products: MatmulPrecision::kBF16 on an F32 model (implied by
+// bf16_activations).
 MemoryPlan EstimateTrainingMemory(const ModelDims& dims, int64_t batch, int64_t seq_len,
                                   int64_t logits_chunk_tokens = 256, int recompute_every = 0,
-                                  bool bf16_activations = false);
+                                  bool bf16_activations = false, bool bf16_products = false);
 Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 
 // Per-rank training memory of a data-parallel run (train.proto `mode`), in

@@ -20,6 +20,7 @@ struct Transformer::Activations {
   int recompute_every = 0;                // the setting the arena was carved for
   DType activation_dtype = DType::kF32;   // and the storage
   uint32_t bf16_set = 0;
+  DType product_input_dtype = DType::kF32;  // of xn1, xn2, h (Transformer::product_input_dtype)
   DeviceBuffer arena;
   // Per layer (x has layers + 1 entries: x[layers] is the final residual).
   // These are the F32 tensors the layer computes with; for a recomputed layer
@@ -92,8 +93,9 @@ void Transformer::set_activation_dtype(DType d) {
 void Transformer::EnsureActivations(int64_t n) {
   Activations& a = *acts_;
   const uint32_t set = activation_dtype_ == DType::kBF16 ? bf16_set_ : 0;
+  const DType pdt = product_input_dtype();
   if (a.n == n && a.recompute_every == recompute_every_ && a.activation_dtype == activation_dtype_ &&
-      a.bf16_set == set)
+      a.bf16_set == set && a.product_input_dtype == pdt)
     return;
   const int L = dims_.layers;
   const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
@@ -109,6 +111,8 @@ void Transformer::EnsureActivations(int64_t n) {
     return t;
   };
   auto carve_f = [&](std::initializer_list<int64_t> shape) { return carve(shape, dtype_); };
+  // xn1, xn2 and h: read only by products, so made in their operand dtype.
+  auto carve_p = [&](std::initializer_list<int64_t> shape) { return carve(shape, pdt); };
   // The shared working set: every activation of the recomputed layers (all of
   // them recompute into it), and the F32 working copy of each bf16-stored kind.
   struct Set {
@@ -121,17 +125,22 @@ void Transformer::EnsureActivations(int64_t n) {
     a.bf16.clear();
     for (int l = 0; l <= L; ++l) a.x.push_back(carve_f({n, D}));
     Set w;
-    auto shared = [&](uint32_t bit) { return any_recomputed || (any_stored && (set & bit) != 0); };
-    if (shared(kActXn1)) w.xn1 = carve_f({n, D});
+    // A bf16-stored kind needs an F32 working copy, except the product inputs
+    // once they are bf16 themselves.
+    auto shared = [&](uint32_t bit) {
+      const bool own_bf16 = pdt == DType::kBF16 && (bit & kActProductInputs) != 0;
+      return any_recomputed || (any_stored && (set & bit) != 0 && !own_bf16);
+    };
+    if (shared(kActXn1)) w.xn1 = carve_p({n, D});
     if (any_recomputed) w.rstd1 = carve_f({n});
     if (shared(kActQkv)) w.qkv = carve_f({n, wqkv});
     if (shared(kActO)) w.o = carve_f({n, H * hd});
     if (any_recomputed) w.lse = carve_f({H, n});
     if (any_recomputed) w.xmid = carve_f({n, D});
-    if (shared(kActXn2)) w.xn2 = carve_f({n, D});
+    if (shared(kActXn2)) w.xn2 = carve_p({n, D});
     if (any_recomputed) w.rstd2 = carve_f({n});
     if (shared(kActGu)) w.gu = carve_f({n, 2 * F});
-    if (shared(kActH)) w.h = carve_f({n, F});
+    if (shared(kActH)) w.h = carve_p({n, F});
     if (dims_.qk_norm) {
       if (shared(kActQkRaw)) w.qraw = carve_f({n, H * hd});
       if (shared(kActQkRaw)) w.kraw = carve_f({n, Hkv * hd});
@@ -152,7 +161,8 @@ void Transformer::EnsureActivations(int64_t n) {
       // A stored layer: its own F32 tensor, or a bf16 store paired with the working set's.
       std::vector<Activations::Bf16Pair>& pairs = a.bf16.back();
       auto slot = [&](const Tensor& work, uint32_t bit, std::initializer_list<int64_t> shape) {
-        if ((set & bit) == 0) return carve_f(shape);
+        const DType own = (bit & kActProductInputs) != 0 ? pdt : dtype_;
+        if ((set & bit) == 0 || own == DType::kBF16) return carve(shape, own);
         pairs.push_back({carve(shape, DType::kBF16), work, bit});
         return work;
       };
@@ -195,6 +205,7 @@ void Transformer::EnsureActivations(int64_t n) {
   a.recompute_every = recompute_every_;
   a.activation_dtype = activation_dtype_;
   a.bf16_set = set;
+  a.product_input_dtype = pdt;
 }
 
 void Transformer::LayerForward(int l, const BatchTensors& batch, bool store) {
@@ -237,15 +248,14 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   const int64_t D = dims_.hidden, hd = dims_.head_dim, H = dims_.heads, Hkv = dims_.kv_heads, F = dims_.ffn;
   const int64_t n = a.n, wqkv = (H + 2 * Hkv) * hd;
   // bf16 storage: the stored values back into the F32 working set; from here
-  // on the backward is the F32 storage's. xn1, xn2 and h are read only by the
-  // dW products, which take their bf16 stores directly (ProductInput).
-  for (const Activations::Bf16Pair& p : a.bf16[l])
-    if ((p.kind & (kActXn1 | kActXn2 | kActH)) == 0) be.Copy(p.work, p.store);
+  // on the backward is the F32 storage's. (xn1, xn2 and h have no pairs: with
+  // bf16 products, which bf16 storage needs, they are BF16 tensors themselves.)
+  for (const Activations::Bf16Pair& p : a.bf16[l]) be.Copy(p.work, p.store);
 
   // x[l+1] = xmid + h @ Wd^T
   Tensor dy = ProductOperand(a.dx, a.d_o);  // d_o is free until the o_proj product below
   be.Gemm({.a = dy, .b = params_.at(b, off.w_down, {D, F}), .c = a.dh});
-  be.Gemm({.a = dy, .b = ProductInput(l, kActH, a.h[l]), .c = grads_.at(b, off.w_down, {D, F}), .trans_a = true,
+  be.Gemm({.a = dy, .b = a.h[l], .c = grads_.at(b, off.w_down, {D, F}), .trans_a = true,
            .beta = 1.0});
   SwiGluParams sw;
   sw.gate_up = a.gu[l]; sw.dh = a.dh; sw.dgate_up = a.dgu;
@@ -254,7 +264,7 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   if (bf16_products()) sw.dgate_up = Tensor(a.dgu.data, DType::kBF16, {n, 2 * F}, a.dgu.device);
   be.SwiGluBackward(sw);
   dy = sw.dgate_up;
-  be.Gemm({.a = dy, .b = ProductInput(l, kActXn2, a.xn2[l]), .c = grads_.at(b, off.w_gate_up, {2 * F, D}),
+  be.Gemm({.a = dy, .b = a.xn2[l], .c = grads_.at(b, off.w_gate_up, {2 * F, D}),
            .trans_a = true, .beta = 1.0});
   be.Gemm({.a = dy, .b = params_.at(b, off.w_gate_up, {2 * F, D}), .c = a.dxn});
   RmsNormParams n2;
@@ -324,7 +334,7 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
     be.Copy(dkcols, kdx);
   }
   dy = ProductOperand(a.dqkv, a.dh);
-  be.Gemm({.a = dy, .b = ProductInput(l, kActXn1, a.xn1[l]), .c = grads_.at(b, off.wqkv, {wqkv, D}),
+  be.Gemm({.a = dy, .b = a.xn1[l], .c = grads_.at(b, off.wqkv, {wqkv, D}),
            .trans_a = true, .beta = 1.0});
   be.Gemm({.a = dy, .b = params_.at(b, off.wqkv, {wqkv, D}), .c = a.dxn});
   RmsNormParams n1;
@@ -336,6 +346,10 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
 
 bool Transformer::bf16_products() const {
   return dtype_ == DType::kF32 && backend_->matmul_precision() == MatmulPrecision::kBF16;
+}
+
+DType Transformer::product_input_dtype() const {
+  return bf16_products() && bf16_product_inputs_ ? DType::kBF16 : dtype_;
 }
 
 Tensor Transformer::ProductOperand(const Tensor& x, const Tensor& room) const {

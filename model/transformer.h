@@ -116,24 +116,36 @@ class Transformer {
   // matmul precision (checked at the next backward pass). With kBF16 every
   // stored (non-recomputed) layer keeps xn1, xn2, h, gu, o, qkv (and qk-norm's
   // qraw, kraw) as BF16 tensors; x, xmid, rstd1/2, lse (and qrstd, krstd) stay
-  // F32. The layer's forward computes into one F32 working set shared by all
+  // F32. xn1, xn2 and h are BF16 tensors anyway at that precision
+  // (product_input_dtype(): storing them rounded changes no bit). For the
+  // others the layer's forward computes into one F32 working set shared by all
   // such layers and then converts into its bf16 store (Backend::Copy, round to
   // nearest even, the bf16 GEMM operand rounding); its backward converts the
-  // store back into the working set and runs the F32 code unchanged, except
-  // that xn1, xn2 and h, read in the backward only by bf16 products (dW), are
-  // not converted back: those products take the stores (so storing them
-  // rounded changes no bit); gu, o, qkv (qraw, kraw) are read rounded where the
-  // F32 path read them exactly. Forward-only passes convert nothing.
+  // store back into the working set and runs the F32 code unchanged; gu, o,
+  // qkv (qraw, kraw) are read rounded where the F32 path read them exactly.
+  // Forward-only passes convert nothing.
   void set_activation_dtype(DType d);
   DType activation_dtype() const { return activation_dtype_; }
   // Which tensors kBF16 stores in bf16: a mask of Bf16Act bits (default
   // kActAll). A seam for tests (xn1 | xn2 | h alone must give the F32 storage's
   // bits) and experiments; the plan (model/plan.h) counts kActAll.
   enum Bf16Act : uint32_t {
-    kActXn1 = 1, kActXn2 = 2, kActH = 4, kActGu = 8, kActO = 16, kActQkv = 32, kActQkRaw = 64, kActAll = 127
+    kActXn1 = 1, kActXn2 = 2, kActH = 4, kActGu = 8, kActO = 16, kActQkv = 32, kActQkRaw = 64, kActAll = 127,
+    kActProductInputs = kActXn1 | kActXn2 | kActH  // see product_input_dtype()
   };
   void set_bf16_activation_set(uint32_t mask) { bf16_set_ = mask & kActAll; }
   uint32_t bf16_activation_set() const { return bf16_set_; }
+  // The dtype of xn1, xn2 and h (kActProductInputs): only products read them
+  // (the forward's and the backward's dW products; the norms' backward reads
+  // x and rstd, not y), so with bf16 products (an F32 model at
+  // MatmulPrecision::kBF16) they are made in bf16 by the ops that produce
+  // them (RmsNormForward, SwiGluForward: the rounding the products would
+  // apply) and stored so whatever the activation dtype; else the model's
+  // dtype. The same bits either way, less memory and no conversions.
+  DType product_input_dtype() const;
+  // A seam for tests: false keeps xn1, xn2 and h in the model's dtype even
+  // with bf16 products (the products round them), to compare the bits.
+  void set_bf16_product_inputs(bool on) { bf16_product_inputs_ = on; }
 
   // Optional residency hook (not owned; null = every buffer always resident).
   void set_residency(ParamResidency* r) { residency_ = r; }
@@ -158,7 +170,8 @@ class Transformer {
   bool bf16_products() const;  // F32 model, MatmulPrecision::kBF16
   // The operand a dW product reads for layer l's activation `kind` (a Bf16Act
   // bit): its bf16 store when this layer keeps one (the product would round
-  // `work` to exactly these values), else `work`.
+  // `work` to exactly these values), else `work`. (o: xn1, xn2 and h are
+  // bf16 tensors themselves whenever a store could exist.)
   Tensor ProductInput(int l, uint32_t kind, const Tensor& work) const;
 
   ModelDims dims_;
@@ -175,6 +188,7 @@ class Transformer {
   int recompute_every_ = 0;
   DType activation_dtype_ = DType::kF32;
   uint32_t bf16_set_ = kActAll;
+  bool bf16_product_inputs_ = true;
   void Acquire(int b, ParamResidency::Use u, bool backward) {
     if (residency_) residency_->Acquire(b, u, backward);
   }

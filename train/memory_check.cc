@@ -89,16 +89,17 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
     o.grad_accum = std::max(1, config.grad_accum());
     o.recompute_every = config.model().recompute_every();
     o.bf16_activations = ResolveBf16Activations(config.model(), config.precision() == BF16).value_or(false);
+    o.bf16_products = config.precision() == BF16;
     Plan plan;
     plan.dims = d;
     plan.options = o;
     plan.params = CountParams(d);
     plan.memory = EstimateTrainingMemory(d, o.batch, o.seq_len, o.logits_chunk_tokens, o.recompute_every,
-                                               o.bf16_activations);
+                                               o.bf16_activations, o.bf16_products);
     // SFT: the micro-batch whose activations are largest (the arena grows to it).
     for (const MicroBatchShape& m : shapes) {
       MemoryPlan mp = EstimateTrainingMemory(d, m.batch, m.seq_len, o.logits_chunk_tokens, o.recompute_every,
-                                               o.bf16_activations);
+                                               o.bf16_activations, o.bf16_products);
       if (mp.activations > plan.memory.activations) {
         plan.memory = mp;
         plan.options.batch = m.batch;

@@ -343,6 +343,10 @@ void EmbeddingBackward(const EmbeddingParams& p) {
   });
 }
 
+// Columns per block of the BF16-output SwiGLU: made in F32 on the stack,
+// then converted.
+constexpr int64_t kSwiGluBlock = 512;
+
 void SwiGluForward(const SwiGluParams& p) {
   const int64_t f = p.h.shape[1];
   DispatchFloat(p.gate_up.dtype, "SwiGluForward", [&](auto tag) {
@@ -352,6 +356,20 @@ void SwiGluForward(const SwiGluParams& p) {
     l.cols = f;
     l.flat = false;
     const int64_t gs = p.gate_up.stride0(), hs = p.h.stride0();
+    if constexpr (std::is_same_v<T, float>) {
+      if (p.h.dtype == DType::kBF16) {  // computed in F32, rounded by the conversion Copy uses
+        ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
+          alignas(64) float h[kSwiGluBlock];
+          for (int64_t i0 = c0; i0 < c1; i0 += kSwiGluBlock) {
+            const int64_t n = std::min(kSwiGluBlock, c1 - i0);
+            const float* g = p.gate_up.as<float>() + r * gs + i0;
+            for (int64_t i = 0; i < n; ++i) h[i] = math::SwiGluForward(g[i], g[i + f]);
+            ConvertF32ToBf16(p.h.as<uint16_t>() + r * hs + i0, h, n);
+          }
+        });
+        return;
+      }
+    }
     ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
       const T* g = p.gate_up.as<T>() + r * gs + c0;
       const T* u = g + f;
@@ -374,10 +392,9 @@ void SwiGluBackward(const SwiGluParams& p) {
     if constexpr (std::is_same_v<T, float>) {
       if (p.dgate_up.dtype == DType::kBF16) {  // computed in F32, rounded by the conversion Copy uses
         ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
-          constexpr int64_t kBlock = 512;
-          alignas(64) float a[kBlock], b[kBlock];
-          for (int64_t i0 = c0; i0 < c1; i0 += kBlock) {
-            const int64_t n = std::min(kBlock, c1 - i0);
+          alignas(64) float a[kSwiGluBlock], b[kSwiGluBlock];
+          for (int64_t i0 = c0; i0 < c1; i0 += kSwiGluBlock) {
+            const int64_t n = std::min(kSwiGluBlock, c1 - i0);
             const float* g = p.gate_up.as<float>() + r * gs + i0;
             const float* dh = p.dh.as<float>() + r * hs + i0;
             for (int64_t i = 0; i < n; ++i) math::SwiGluBackward(g[i], g[i + f], dh[i], a[i], b[i]);

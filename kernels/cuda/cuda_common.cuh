@@ -13,11 +13,18 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/dispatch.h"
+#include "kernels/math/bf16.h"
 #include "kernels/log.h"
 #include "kernels/tensor.h"
 #include "kernels/tensor_layout.h"
 
 namespace longctx::cuda {
+
+// An op's output element: Out = T, or uint16_t (bf16 bits, rounded as Copy
+// rounds) for an F32 T: the outputs only bf16 products read (ops.h).
+template <class T>
+__device__ inline void StoreAs(T* p, T v) { *p = v; }
+__device__ inline void StoreAs(uint16_t* p, float v) { *p = math::F32ToBf16Bits(v); }
 
 // Threads per block of every 1-D kernel; a multiple of 32 (BlockReduce).
 inline constexpr int kThreads = 256;

@@ -89,20 +89,15 @@ __global__ void AllFiniteKernel(View2D<const T> x, int64_t total, int* bad) {
 }
 
 // Rows of F columns; gate/up/h each at their own row stride.
-template <class T>
-__global__ void SwiGluForwardKernel(const T* gate_up, int64_t gs, T* h, int64_t hs, int64_t rows, int64_t f) {
+template <class T, class Out>
+__global__ void SwiGluForwardKernel(const T* gate_up, int64_t gs, Out* h, int64_t hs, int64_t rows, int64_t f) {
   const int64_t total = rows * f;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / f, c = i - r * f;
     const T* g = gate_up + r * gs + c;
-    h[r * hs + c] = math::SwiGluForward(g[0], g[f]);
+    StoreAs(h + r * hs + c, math::SwiGluForward(g[0], g[f]));
   }
 }
-
-// Out = T, or uint16_t (bf16 bits, rounded as Copy rounds) for an F32 T.
-template <class T>
-__device__ inline void StoreAs(T* p, T v) { *p = v; }
-__device__ inline void StoreAs(uint16_t* p, float v) { *p = math::F32ToBf16Bits(v); }
 
 template <class T, class Out>
 __global__ void SwiGluBackwardKernel(const T* gate_up, int64_t gs, const T* dh, int64_t hs, Out* dgate_up, int64_t ds,
@@ -272,9 +267,15 @@ bool AllFinite(const Context& c, const Tensor& x) {
 void SwiGluForward(const Context& c, const Tensor& gate_up, const Tensor& h) {
   const int64_t rows = h.shape[0], f = h.shape[1];
   if (rows * f == 0) return;
+  if (h.dtype == DType::kBF16) {  // F32 gate_up (SwiGluParams::Validate)
+    SwiGluForwardKernel<float, uint16_t><<<GridFor(rows * f), kThreads, 0, c.stream>>>(
+        gate_up.as<const float>(), gate_up.stride0(), h.as<uint16_t>(), h.stride0(), rows, f);
+    LONGCTX_CUDA_LAUNCHED();
+    return;
+  }
   DispatchFloat(gate_up.dtype, "SwiGluForward", [&](auto tag) {
     using T = decltype(tag);
-    SwiGluForwardKernel<T><<<GridFor(rows * f), kThreads, 0, c.stream>>>(
+    SwiGluForwardKernel<T, T><<<GridFor(rows * f), kThreads, 0, c.stream>>>(
         gate_up.as<const T>(), gate_up.stride0(), h.as<T>(), h.stride0(), rows, f);
     LONGCTX_CUDA_LAUNCHED();
   });

@@ -18,8 +18,8 @@ namespace {
 
 constexpr int64_t kBackwardChunks = 256;
 
-template <class T>
-__global__ void RmsNormForwardKernel(const T* x, int64_t xs, const T* w, T* y, int64_t ys, T* rstd_out, int64_t d,
+template <class T, class Out>
+__global__ void RmsNormForwardKernel(const T* x, int64_t xs, const T* w, Out* y, int64_t ys, T* rstd_out, int64_t d,
                                      double eps) {
   __shared__ double sh[32];
   const int64_t r = blockIdx.x;
@@ -29,8 +29,8 @@ __global__ void RmsNormForwardKernel(const T* x, int64_t xs, const T* w, T* y, i
   ss = BlockSum(ss, sh);
   const T rstd = static_cast<T>(math::RmsNormRstd<double>(ss, d, eps));
   if (threadIdx.x == 0) rstd_out[r] = rstd;
-  T* yr = y + r * ys;
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) yr[c] = math::RmsNormY(xr[c], rstd, w[c]);
+  Out* yr = y + r * ys;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) StoreAs(yr + c, math::RmsNormY(xr[c], rstd, w[c]));
 }
 
 // Block b: rows [b * rows_per_chunk, ...) in order; partial[b * d + c] owned by
@@ -79,9 +79,16 @@ void RmsNormForward(const Context& c, const Tensor& x, const Tensor& weight, con
   const int64_t n = x.shape[0], d = x.shape[1];
   if (n == 0) return;
   CHECK_LT(n, int64_t{1} << 31) << "RmsNormForward: too many rows for one grid";
+  if (y.dtype == DType::kBF16) {  // F32 x (RmsNormParams::Validate)
+    RmsNormForwardKernel<float, uint16_t><<<static_cast<unsigned>(n), kThreads, 0, c.stream>>>(
+        x.as<const float>(), x.stride0(), weight.as<const float>(), y.as<uint16_t>(), y.stride0(),
+        rstd.as<float>(), d, eps);
+    LONGCTX_CUDA_LAUNCHED();
+    return;
+  }
   DispatchFloat(x.dtype, "RmsNormForward", [&](auto tag) {
     using T = decltype(tag);
-    RmsNormForwardKernel<T><<<static_cast<unsigned>(n), kThreads, 0, c.stream>>>(
+    RmsNormForwardKernel<T, T><<<static_cast<unsigned>(n), kThreads, 0, c.stream>>>(
         x.as<const T>(), x.stride0(), weight.as<const T>(), y.as<T>(), y.stride0(), rstd.as<T>(), d, eps);
     LONGCTX_CUDA_LAUNCHED();
   });

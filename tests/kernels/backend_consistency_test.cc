@@ -245,6 +245,20 @@ void CheckElementwise(Backend* b, Backend* ref, std::mt19937& rng) {
   }
 }
 
+// A BF16 output of `b` (dense, in `dev`) against the reference's bits: the
+// F32 values may differ in their last bits, so their roundings by one bf16
+// step at most.
+void ExpectBf16Close(Backend* b, const DeviceBuffer& dev, const std::vector<uint16_t>& want_bits,
+                     const std::string& what) {
+  std::vector<uint16_t> got_bits(want_bits.size());
+  b->CopyToHost(got_bits.data(), MakeTensor(dev.data(), DType::kBF16, {static_cast<int64_t>(got_bits.size())},
+                                            b->device(), 0));
+  std::vector<float> want(want_bits.size()), got(want_bits.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i] = math::Bf16BitsToF32(want_bits[i]), got[i] = math::Bf16BitsToF32(got_bits[i]);
+  ExpectClose(got, want, 1.0 / 128, what);
+}
+
 template <class T>
 void CheckGemm(Backend* b, Backend* ref, std::mt19937& rng) {
   const int64_t m = 37, n = 29, k = 45;
@@ -358,6 +372,16 @@ void CheckRmsNorm(Backend* b, Backend* ref, std::mt19937& rng) {
   b->RmsNormForward(pd);
   ExpectClose(y.Download(), y.host(), Tol<T>(), "RmsNormForward y");
   ExpectClose(rstd.Download(), rstd.host(), Tol<T>(), "RmsNormForward rstd");
+  if constexpr (sizeof(T) == 4) {  // a BF16 y (input of bf16 products)
+    RmsNormParams qr = pr, qd = pd;
+    std::vector<uint16_t> r16(n * d);
+    DeviceBuffer d16(b, static_cast<size_t>(n * d) * 2);
+    qr.y = MakeTensor(r16.data(), DType::kBF16, {n, d}, Device::kCpu, 0);
+    qd.y = MakeTensor(d16.data(), DType::kBF16, {n, d}, b->device(), 0);
+    ref->RmsNormForward(qr);
+    b->RmsNormForward(qd);
+    ExpectBf16Close(b, d16, r16, "RmsNormForward (BF16 y)");
+  }
 
   Twin<T> dy(b, {n, d}, 1), dx(b, {n, d}, 4), dw(b, {d}, 0);
   dy.Random(rng).Upload();
@@ -425,20 +449,27 @@ void CheckSwiGlu(Backend* b, Backend* ref, std::mt19937& rng) {
   ref->SwiGluForward(pr);
   b->SwiGluForward(pd);
   ExpectClose(h.Download(), h.host(), Tol<T>(), "SwiGluForward");
+  if constexpr (sizeof(T) == 4) {  // a BF16 h (input of bf16 products)
+    SwiGluParams qr = pr, qd = pd;
+    std::vector<uint16_t> r16(n * f);
+    DeviceBuffer d16(b, static_cast<size_t>(n * f) * 2);
+    qr.h = MakeTensor(r16.data(), DType::kBF16, {n, f}, Device::kCpu, 0);
+    qd.h = MakeTensor(d16.data(), DType::kBF16, {n, f}, b->device(), 0);
+    ref->SwiGluForward(qr);
+    b->SwiGluForward(qd);
+    ExpectBf16Close(b, d16, r16, "SwiGluForward (BF16 h)");
+  }
   ref->SwiGluBackward(pr);
   b->SwiGluBackward(pd);
   ExpectClose(dgu.Download(), dgu.host(), Tol<T>(), "SwiGluBackward");
   if constexpr (sizeof(T) == 4) {  // a BF16 dgate_up (operand of bf16 products)
     DeviceBuffer d16(b, static_cast<size_t>(n * 2 * f) * 2);
-    std::vector<uint16_t> r16(n * 2 * f), got16(n * 2 * f);
+    std::vector<uint16_t> r16(n * 2 * f);
     pr.dgate_up = MakeTensor(r16.data(), DType::kBF16, {n, 2 * f}, Device::kCpu, 0);
     pd.dgate_up = MakeTensor(d16.data(), DType::kBF16, {n, 2 * f}, b->device(), 0);
     ref->SwiGluBackward(pr);
     b->SwiGluBackward(pd);
-    b->CopyToHost(got16.data(), pd.dgate_up);
-    std::vector<float> want(r16.size()), got(r16.size());
-    for (size_t i = 0; i < r16.size(); ++i) want[i] = math::Bf16BitsToF32(r16[i]), got[i] = math::Bf16BitsToF32(got16[i]);
-    ExpectClose(got, want, 1.0 / 128, "SwiGluBackward (BF16 dgate_up)");  // one bf16 ulp apart at most
+    ExpectBf16Close(b, d16, r16, "SwiGluBackward (BF16 dgate_up)");
   }
 }
 

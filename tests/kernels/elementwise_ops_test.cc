@@ -365,8 +365,8 @@ TEST(SwiGluTest, F32MatchesF64) {
   ExpectAllClose(dgu32, dgu, kF32Tol, "dgate_up");
 }
 
-// A BF16 dgate_up (the operand of bf16 products) holds exactly the F32
-// result rounded as Copy rounds, from strided inputs, rows longer than the
+// A BF16 dgate_up (the operand of bf16 products), and a BF16 h, hold exactly
+// the F32 results rounded as Copy rounds, from strided inputs, rows longer than the
 // op's internal block (f = 1100) and not a multiple of the vector width.
 TEST(SwiGluTest, Bf16OutputIsTheRoundedF32Output) {
   const int64_t n = 9, f = 1100;
@@ -381,6 +381,15 @@ TEST(SwiGluTest, Bf16OutputIsTheRoundedF32Output) {
   ASSERT_TRUE(p.Validate(true).ok()) << p.Validate(true);
   cpu::SwiGluBackward(p);
   EXPECT_EQ(got, want);
+  // The forward's BF16 h likewise.
+  std::vector<float> h(n * f);
+  std::vector<uint16_t> h_want(n * f), h_got(n * f, 0xFFFF);
+  cpu::SwiGluForward({gu.tensor(), Tensor(h.data(), DType::kF32, {n, f}), {}, {}});
+  cpu::Copy(Tensor(h_want.data(), DType::kBF16, {n, f}), Tensor(h.data(), DType::kF32, {n, f}));
+  const SwiGluParams fwd{gu.tensor(), Tensor(h_got.data(), DType::kBF16, {n, f}), {}, {}};
+  ASSERT_TRUE(fwd.Validate(false).ok()) << fwd.Validate(false);
+  cpu::SwiGluForward(fwd);
+  EXPECT_EQ(h_got, h_want);
   // Only with F32 inputs, and in gate_up's shape.
   SwiGluParams wrong = p;
   wrong.dgate_up = Tensor(got.data(), DType::kBF16, {n, f});

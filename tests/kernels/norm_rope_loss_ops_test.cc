@@ -106,6 +106,40 @@ TEST(RmsNormTest, BackwardMatchesFiniteDifferences) {
   for (size_t i = 0; i < once.size(); ++i) ASSERT_NEAR(twice[i], once[i] + 0.5, 1e-15) << i;
 }
 
+// A BF16 y (the input of bf16 products) holds exactly the F32 y rounded as
+// Copy rounds: strided x, threaded rows, a row length not a multiple of the
+// vector width; and only with an F32 x.
+TEST(RmsNormTest, Bf16OutputIsTheRoundedF32Output) {
+  const int64_t n = 300, d = 333;
+  Padded<float> x({n, d}, 5, 2);
+  x.Randomize(41, -3.0, 3.0);
+  const std::vector<float> w = Cast<float>(RandomUniform(d, 42));
+  std::vector<float> y(n * d), rstd(n), rstd16(n);
+  std::vector<uint16_t> want(n * d), got(n * d, 0xFFFF);
+  RmsNormParams p;
+  p.x = x.tensor();
+  p.weight = Tensor(const_cast<float*>(w.data()), DType::kF32, {d});
+  p.rstd = Tensor(rstd.data(), DType::kF32, {n});
+  p.y = Tensor(y.data(), DType::kF32, {n, d});
+  cpu::RmsNormForward(p);
+  cpu::Copy(Tensor(want.data(), DType::kBF16, {n, d}), p.y);
+  p.y = Tensor(got.data(), DType::kBF16, {n, d});
+  p.rstd = Tensor(rstd16.data(), DType::kF32, {n});
+  ASSERT_TRUE(p.Validate(false).ok()) << p.Validate(false);
+  cpu::RmsNormForward(p);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(rstd16, rstd);
+  p.y = Tensor(got.data(), DType::kBF16, {n, d - 1});
+  EXPECT_NE(p.Validate(false).message().find("y BF16[300,332] vs x"), std::string::npos) << p.Validate(false);
+  std::vector<double> x64(n * d), w64(d), r64(n);
+  RmsNormParams f64;
+  f64.x = Tensor(x64.data(), DType::kF64, {n, d});
+  f64.weight = Tensor(w64.data(), DType::kF64, {d});
+  f64.rstd = Tensor(r64.data(), DType::kF64, {n});
+  f64.y = Tensor(got.data(), DType::kBF16, {n, d});
+  EXPECT_FALSE(f64.Validate(false).ok());
+}
+
 TEST(RmsNormTest, LargeF32MatchesF64AndSampledFiniteDifferences) {
   const int64_t n = 701, d = 96;  // threaded; 701 rows in uneven backward chunks
   const double eps = 1e-6;

@@ -222,6 +222,7 @@ struct Storage {
   bool bf16 = false;
   uint32_t set = Transformer::kActAll;
   int recompute_every = 0;
+  bool bf16_product_inputs = true;  // Transformer::set_bf16_product_inputs
 };
 
 // Two passes (the second accumulates, so the arena's reuse is covered) over
@@ -240,6 +241,7 @@ Result RunPass(const ModelDims& dims, const Storage& st, Bf16GemmLibrary lib = B
   model.set_recompute_every(st.recompute_every);
   if (st.bf16) model.set_activation_dtype(DType::kBF16);
   model.set_bf16_activation_set(st.set);
+  model.set_bf16_product_inputs(st.bf16_product_inputs);
   const int64_t n = kTokens;
   testing::PackedTestBatch batch = testing::MakePackedTestBatch({0, 10, 24, static_cast<int32_t>(kTokens)});
   const BatchTensors b = batch.Tensors();
@@ -295,10 +297,12 @@ std::vector<Bf16GemmLibrary> GemmPaths() {
   return libs;
 }
 
-// (a) xn1, xn2 and h are read in the backward only by bf16 products (the dW
-// GEMMs; RMSNorm's backward does not read its output), so storing them rounded
-// to bf16 with the operand rounding changes no bit of the loss or any gradient,
-// on both bf16 GEMM paths.
+// (a) xn1, xn2 and h are read only by bf16 products (the forward's and the dW
+// GEMMs; RMSNorm's backward does not read its output), so making them in bf16
+// with the operand rounding (the default at bf16 precision) changes no bit of
+// the loss or any gradient against F32 tensors the products round, on both
+// bf16 GEMM paths, and saves 2 bytes per element in every layer; storing them
+// "in bf16" on top (their Bf16Act bits) changes nothing more.
 TEST(Bf16ActivationsTest, NormAndSwigluOutputsInBf16GiveTheFp32StorageBits) {
   for (Bf16GemmLibrary lib : GemmPaths()) {
     std::printf("bf16 GEMM path %s\n", Bf16GemmLibraryName(lib));
@@ -306,12 +310,25 @@ TEST(Bf16ActivationsTest, NormAndSwigluOutputsInBf16GiveTheFp32StorageBits) {
       SCOPED_TRACE(absl::StrCat("gemm ", Bf16GemmLibraryName(lib), " pattern ", LayerPattern_Name(c.pattern),
                                 " qk_norm ", c.qk_norm, " roper ", c.roper));
       const ModelDims dims = Dims(c);
-      const Result f32 = RunPass(dims, {}, lib);
-      const Result part =
-          RunPass(dims, {true, Transformer::kActXn1 | Transformer::kActXn2 | Transformer::kActH}, lib);
-      EXPECT_EQ(part.loss, f32.loss);
-      EXPECT_TRUE(BitEqual(part, f32));
-      EXPECT_LT(part.activation_bytes, f32.activation_bytes);
+      Storage f32_inputs;
+      f32_inputs.bf16_product_inputs = false;
+      const Result f32 = RunPass(dims, f32_inputs, lib);
+      const Result bf16_inputs = RunPass(dims, {}, lib);
+      EXPECT_EQ(bf16_inputs.loss, f32.loss);
+      EXPECT_TRUE(BitEqual(bf16_inputs, f32));
+      const int64_t product_inputs = 2 * dims.hidden + dims.ffn;  // xn1, xn2, h per token
+      EXPECT_EQ(static_cast<int64_t>(f32.activation_bytes) - static_cast<int64_t>(bf16_inputs.activation_bytes),
+                dims.layers * product_inputs * kTokens * 2);
+      // The same tensors "stored in bf16" as well, with F32 inputs (store and
+      // working set) and without: still the same bits.
+      const uint32_t inputs = Transformer::kActXn1 | Transformer::kActXn2 | Transformer::kActH;
+      Storage stored_f32_inputs = {true, inputs};
+      stored_f32_inputs.bf16_product_inputs = false;
+      const Result stored = RunPass(dims, {true, inputs}, lib), stored_f32 = RunPass(dims, stored_f32_inputs, lib);
+      EXPECT_TRUE(BitEqual(stored, f32));
+      EXPECT_TRUE(BitEqual(stored_f32, f32));
+      EXPECT_EQ(stored.activation_bytes, bf16_inputs.activation_bytes);
+      EXPECT_LT(stored_f32.activation_bytes, f32.activation_bytes);
     }
   }
 }
@@ -337,19 +354,26 @@ TEST(Bf16ActivationsTest, FullBf16StorageIsCloseAndHalvesTheStoredTensors) {
     EXPECT_LT(rel, 4.0 / 256);
 
     // Bytes from the shapes: each layer's bf16-stored tensors lose half their
-    // 4 bytes per element, and one F32 working set of them is added.
-    const int64_t n = kTokens, D = dims.hidden, F = dims.ffn, hd = dims.head_dim;
+    // 4 bytes per element, and one F32 working set of them is added, except
+    // for xn1, xn2 and h, which are bf16 already at this precision (a).
+    const int64_t n = kTokens, F = dims.ffn, hd = dims.head_dim;
     const int64_t q = dims.heads * hd, kv = dims.kv_heads * hd;
-    const int64_t conv = 2 * D + (q + 2 * kv) + q + 2 * F + F + (dims.qk_norm ? q + kv : 0);
+    const int64_t conv = (q + 2 * kv) + q + 2 * F + (dims.qk_norm ? q + kv : 0);
     const int64_t saved = dims.layers * conv * n * 2 - conv * n * 4;
     EXPECT_EQ(static_cast<int64_t>(f32.activation_bytes) - static_cast<int64_t>(full.activation_bytes), saved);
-    // And the plan knows both, exactly (n = 48 keeps every tensor 64-byte aligned).
+    // And the plan knows both, exactly (n = 48 keeps every tensor 64-byte
+    // aligned), and the F32 products' arena too.
     for (bool bf16 : {false, true}) {
-      const MemoryPlan m = EstimateTrainingMemory(dims, 2, kTokens / 2, 256, 0, bf16);
+      const MemoryPlan m = EstimateTrainingMemory(dims, 2, kTokens / 2, 256, 0, bf16, /*bf16_products=*/true);
       EXPECT_EQ(m.layer_activations + m.final_norm + m.backward_scratch,
                 static_cast<int64_t>(bf16 ? full.activation_bytes : f32.activation_bytes))
           << "bf16 " << bf16;
     }
+    Storage f32_inputs;
+    f32_inputs.bf16_product_inputs = false;  // the arena of F32 products
+    const MemoryPlan m = EstimateTrainingMemory(dims, 2, kTokens / 2, 256, 0, false, false);
+    EXPECT_EQ(m.layer_activations + m.final_norm + m.backward_scratch,
+              static_cast<int64_t>(RunPass(dims, f32_inputs).activation_bytes));
   }
 }
 
@@ -380,6 +404,11 @@ TEST(Bf16ActivationsTest, ComposesWithRecomputation) {
     EXPECT_LT(r2.activation_bytes, bf16_r0.activation_bytes);
     const MemoryPlan m = EstimateTrainingMemory(dims, 2, kTokens / 2, 256, 2, true);
     EXPECT_EQ(m.layer_activations + m.final_norm + m.backward_scratch, static_cast<int64_t>(r2.activation_bytes));
+    // fp32 storage at bf16 precision with recomputation: xn1, xn2, h in bf16 in
+    // the stored layers and in the shared set, planned exactly.
+    const MemoryPlan m2 = EstimateTrainingMemory(dims, 2, kTokens / 2, 256, 2, false, /*bf16_products=*/true);
+    EXPECT_EQ(m2.layer_activations + m2.final_norm + m2.backward_scratch,
+              static_cast<int64_t>(f32_r2.activation_bytes));
   }
 }
 

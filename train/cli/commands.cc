@@ -160,12 +160,13 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
   absl::StatusOr<bool> bf16_activations = ResolveBf16Activations(config->model(), config->precision() == BF16);
   if (!bf16_activations.ok()) return FailCommand(bf16_activations.status());
   o.bf16_activations = *bf16_activations;
+  o.bf16_products = config->precision() == BF16;
   // SFT (data.sft): the schedule's micro-batch with the largest activations (train/sft_config.h).
   if (IsSftConfig(*config)) {
     int64_t best = -1;
     for (const MicroBatchShape& m : TrainingMicroBatchShapes(*config, std::max(1, world))) {
       const int64_t a = EstimateTrainingMemory(*dims, m.batch, m.seq_len, o.logits_chunk_tokens, o.recompute_every,
-                                                   o.bf16_activations)
+                                                   o.bf16_activations, o.bf16_products)
                             .activations;
       if (a > best) best = a, o.batch = m.batch, o.seq_len = m.seq_len;
     }
