@@ -23,8 +23,9 @@ struct Transformer::Activations {
   DType product_input_dtype = DType::kF32;  // of xn1, xn2, h (Transformer::product_input_dtype)
   DeviceBuffer arena;
   // Per layer (x has layers + 1 entries: x[layers] is the final residual).
-  // These are the F32 tensors the layer computes with; for a recomputed layer
-  // and for a bf16-stored tensor they are the shared working set's.
+  // These are the tensors the layer computes with (F32, except xn1, xn2 and h
+  // with bf16 products: product_input_dtype()); for a recomputed layer and for
+  // a bf16-stored tensor they are the shared working set's.
   std::vector<Tensor> x, xn1, rstd1, qkv, o, lse, xmid, xn2, rstd2, gu, h;
   std::vector<Tensor> qraw, kraw, qrstd, krstd;  // qk_norm only
   // Per layer: the bf16 stores and the F32 working tensors they hold (empty for
@@ -249,14 +250,14 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   const int64_t n = a.n, wqkv = (H + 2 * Hkv) * hd;
   // bf16 storage: the stored values back into the F32 working set; from here
   // on the backward is the F32 storage's. (xn1, xn2 and h have no pairs: with
-  // bf16 products, which bf16 storage needs, they are BF16 tensors themselves.)
+  // bf16 products, which bf16 storage needs, they are BF16 tensors themselves,
+  // unless a test turned that off: set_bf16_product_inputs.)
   for (const Activations::Bf16Pair& p : a.bf16[l]) be.Copy(p.work, p.store);
 
   // x[l+1] = xmid + h @ Wd^T
   Tensor dy = ProductOperand(a.dx, a.d_o);  // d_o is free until the o_proj product below
   be.Gemm({.a = dy, .b = params_.at(b, off.w_down, {D, F}), .c = a.dh});
-  be.Gemm({.a = dy, .b = a.h[l], .c = grads_.at(b, off.w_down, {D, F}), .trans_a = true,
-           .beta = 1.0});
+  be.Gemm({.a = dy, .b = a.h[l], .c = grads_.at(b, off.w_down, {D, F}), .trans_a = true, .beta = 1.0});
   SwiGluParams sw;
   sw.gate_up = a.gu[l]; sw.dh = a.dh; sw.dgate_up = a.dgu;
   // With bf16 products dgate_up is made in bf16 (in dgu's memory): only the
@@ -264,8 +265,7 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   if (bf16_products()) sw.dgate_up = Tensor(a.dgu.data, DType::kBF16, {n, 2 * F}, a.dgu.device);
   be.SwiGluBackward(sw);
   dy = sw.dgate_up;
-  be.Gemm({.a = dy, .b = a.xn2[l], .c = grads_.at(b, off.w_gate_up, {2 * F, D}),
-           .trans_a = true, .beta = 1.0});
+  be.Gemm({.a = dy, .b = a.xn2[l], .c = grads_.at(b, off.w_gate_up, {2 * F, D}), .trans_a = true, .beta = 1.0});
   be.Gemm({.a = dy, .b = params_.at(b, off.w_gate_up, {2 * F, D}), .c = a.dxn});
   RmsNormParams n2;
   n2.x = a.xmid[l]; n2.weight = params_.at(b, off.mlp_norm, {D}); n2.rstd = a.rstd2[l]; n2.eps = dims_.eps;
@@ -334,8 +334,7 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
     be.Copy(dkcols, kdx);
   }
   dy = ProductOperand(a.dqkv, a.dh);
-  be.Gemm({.a = dy, .b = a.xn1[l], .c = grads_.at(b, off.wqkv, {wqkv, D}),
-           .trans_a = true, .beta = 1.0});
+  be.Gemm({.a = dy, .b = a.xn1[l], .c = grads_.at(b, off.wqkv, {wqkv, D}), .trans_a = true, .beta = 1.0});
   be.Gemm({.a = dy, .b = params_.at(b, off.wqkv, {wqkv, D}), .c = a.dxn});
   RmsNormParams n1;
   n1.x = a.x[l]; n1.weight = params_.at(b, off.attn_norm, {D}); n1.rstd = a.rstd1[l]; n1.eps = dims_.eps;

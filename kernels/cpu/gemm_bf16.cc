@@ -19,40 +19,34 @@ namespace {
 // the copy is large enough to be worth waking them.
 constexpr int64_t kParallelElements = int64_t{1} << 16;
 
-void RoundRowsToF32(const Tensor& src, float* dst) {
+// dst (dense rows of cols) = convert_row(each row of src, any row stride).
+template <class In, class Out, class ConvertRow>
+void ConvertRows(const Tensor& src, Out* dst, ConvertRow convert_row) {
   const int64_t rows = src.shape[0], cols = src.shape[1], ld = src.stride0();
-  const float* s = src.as<const float>();
+  const In* s = src.as<const In>();
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* in = s + r * ld;
-    float* out = dst + r * cols;
+  for (int64_t r = 0; r < rows; ++r) convert_row(s + r * ld, dst + r * cols, cols);
+}
+
+void RoundRowsToF32(const Tensor& src, float* dst) {
+  ConvertRows<float>(src, dst, [](const float* in, float* out, int64_t cols) {
 #pragma omp simd
     for (int64_t c = 0; c < cols; ++c) out[c] = math::RoundToBf16(in[c]);
-  }
+  });
 }
 
 void RoundRowsToBf16(const Tensor& src, uint16_t* dst) {
-  const int64_t rows = src.shape[0], cols = src.shape[1], ld = src.stride0();
-  const float* s = src.as<const float>();
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* in = s + r * ld;
-    // The conversion Copy uses (elementwise.cc: vcvtneps2bf16 where the CPU
-    // has it, else F32ToBf16Bits; the same bits either way).
-    ConvertF32ToBf16(dst + r * cols, in, cols);
-  }
+  // The conversion Copy uses (elementwise.cc: vcvtneps2bf16 where the CPU has
+  // it, else F32ToBf16Bits; the same bits either way).
+  ConvertRows<float>(src, dst,
+                     [](const float* in, uint16_t* out, int64_t cols) { ConvertF32ToBf16(out, in, cols); });
 }
 
 void RowsBf16ToF32(const Tensor& src, float* dst) {
-  const int64_t rows = src.shape[0], cols = src.shape[1], ld = src.stride0();
-  const uint16_t* s = src.as<const uint16_t>();
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t* in = s + r * ld;
-    float* out = dst + r * cols;
+  ConvertRows<uint16_t>(src, dst, [](const uint16_t* in, float* out, int64_t cols) {
 #pragma omp simd
     for (int64_t c = 0; c < cols; ++c) out[c] = math::Bf16BitsToF32(in[c]);
-  }
+  });
 }
 
 }  // namespace

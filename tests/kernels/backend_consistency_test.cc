@@ -259,6 +259,22 @@ void ExpectBf16Close(Backend* b, const DeviceBuffer& dev, const std::vector<uint
   ExpectClose(got, want, 1.0 / 128, what);
 }
 
+// One op on both backends with its output `out` (a member of the params)
+// made BF16 of `shape` (the output only bf16 products read), compared.
+template <class Params, class Run>
+void CheckBf16Output(Backend* b, Backend* ref, Params pr, Params pd, Tensor Params::*out,
+                     const std::vector<int64_t>& shape, Run run, const std::string& what) {
+  int64_t count = 1;
+  for (int64_t s : shape) count *= s;
+  std::vector<uint16_t> r16(count);
+  DeviceBuffer d16(b, static_cast<size_t>(count) * 2);
+  pr.*out = MakeTensor(r16.data(), DType::kBF16, shape, Device::kCpu, 0);
+  pd.*out = MakeTensor(d16.data(), DType::kBF16, shape, b->device(), 0);
+  run(ref, pr);
+  run(b, pd);
+  ExpectBf16Close(b, d16, r16, what);
+}
+
 template <class T>
 void CheckGemm(Backend* b, Backend* ref, std::mt19937& rng) {
   const int64_t m = 37, n = 29, k = 45;
@@ -372,16 +388,10 @@ void CheckRmsNorm(Backend* b, Backend* ref, std::mt19937& rng) {
   b->RmsNormForward(pd);
   ExpectClose(y.Download(), y.host(), Tol<T>(), "RmsNormForward y");
   ExpectClose(rstd.Download(), rstd.host(), Tol<T>(), "RmsNormForward rstd");
-  if constexpr (sizeof(T) == 4) {  // a BF16 y (input of bf16 products)
-    RmsNormParams qr = pr, qd = pd;
-    std::vector<uint16_t> r16(n * d);
-    DeviceBuffer d16(b, static_cast<size_t>(n * d) * 2);
-    qr.y = MakeTensor(r16.data(), DType::kBF16, {n, d}, Device::kCpu, 0);
-    qd.y = MakeTensor(d16.data(), DType::kBF16, {n, d}, b->device(), 0);
-    ref->RmsNormForward(qr);
-    b->RmsNormForward(qd);
-    ExpectBf16Close(b, d16, r16, "RmsNormForward (BF16 y)");
-  }
+  if constexpr (sizeof(T) == 4)  // a BF16 y (input of bf16 products)
+    CheckBf16Output(
+        b, ref, pr, pd, &RmsNormParams::y, {n, d}, [](Backend* be, const RmsNormParams& p) { be->RmsNormForward(p); },
+        "RmsNormForward (BF16 y)");
 
   Twin<T> dy(b, {n, d}, 1), dx(b, {n, d}, 4), dw(b, {d}, 0);
   dy.Random(rng).Upload();
@@ -449,28 +459,17 @@ void CheckSwiGlu(Backend* b, Backend* ref, std::mt19937& rng) {
   ref->SwiGluForward(pr);
   b->SwiGluForward(pd);
   ExpectClose(h.Download(), h.host(), Tol<T>(), "SwiGluForward");
-  if constexpr (sizeof(T) == 4) {  // a BF16 h (input of bf16 products)
-    SwiGluParams qr = pr, qd = pd;
-    std::vector<uint16_t> r16(n * f);
-    DeviceBuffer d16(b, static_cast<size_t>(n * f) * 2);
-    qr.h = MakeTensor(r16.data(), DType::kBF16, {n, f}, Device::kCpu, 0);
-    qd.h = MakeTensor(d16.data(), DType::kBF16, {n, f}, b->device(), 0);
-    ref->SwiGluForward(qr);
-    b->SwiGluForward(qd);
-    ExpectBf16Close(b, d16, r16, "SwiGluForward (BF16 h)");
-  }
+  if constexpr (sizeof(T) == 4)  // a BF16 h (input of bf16 products)
+    CheckBf16Output(
+        b, ref, pr, pd, &SwiGluParams::h, {n, f}, [](Backend* be, const SwiGluParams& p) { be->SwiGluForward(p); },
+        "SwiGluForward (BF16 h)");
   ref->SwiGluBackward(pr);
   b->SwiGluBackward(pd);
   ExpectClose(dgu.Download(), dgu.host(), Tol<T>(), "SwiGluBackward");
-  if constexpr (sizeof(T) == 4) {  // a BF16 dgate_up (operand of bf16 products)
-    DeviceBuffer d16(b, static_cast<size_t>(n * 2 * f) * 2);
-    std::vector<uint16_t> r16(n * 2 * f);
-    pr.dgate_up = MakeTensor(r16.data(), DType::kBF16, {n, 2 * f}, Device::kCpu, 0);
-    pd.dgate_up = MakeTensor(d16.data(), DType::kBF16, {n, 2 * f}, b->device(), 0);
-    ref->SwiGluBackward(pr);
-    b->SwiGluBackward(pd);
-    ExpectBf16Close(b, d16, r16, "SwiGluBackward (BF16 dgate_up)");
-  }
+  if constexpr (sizeof(T) == 4)  // a BF16 dgate_up (operand of bf16 products)
+    CheckBf16Output(
+        b, ref, pr, pd, &SwiGluParams::dgate_up, {n, 2 * f},
+        [](Backend* be, const SwiGluParams& p) { be->SwiGluBackward(p); }, "SwiGluBackward (BF16 dgate_up)");
 }
 
 template <class T>

@@ -351,7 +351,8 @@ TEST(GemmBf16Test, Bf16OperandsNeedAnF32Output) {
   GemmParams ok{.a = a16, .b = a32, .c = Tensor(f.data(), DType::kF32, {2, 2})};
   EXPECT_TRUE(ok.Validate().ok()) << ok.Validate();
   GemmParams f64_out{.a = a16, .b = Tensor(d.data(), DType::kF64, {3, 2}), .c = Tensor(d.data(), DType::kF64, {2, 2})};
-  EXPECT_NE(f64_out.Validate().message().find("a is BF16, which needs an F32 c"), std::string::npos) << f64_out.Validate();
+  EXPECT_NE(f64_out.Validate().message().find("a is BF16, which needs an F32 c"), std::string::npos)
+      << f64_out.Validate();
   GemmParams bf16_out{.a = a16, .b = a16, .c = Tensor(h.data(), DType::kBF16, {2, 2})};
   EXPECT_NE(bf16_out.Validate().message().find("c must be F32 or F64"), std::string::npos) << bf16_out.Validate();
   GemmParams one_d{.a = Tensor(h.data(), DType::kBF16, {6}), .b = a32, .c = Tensor(f.data(), DType::kF32, {2, 2})};
