@@ -239,6 +239,7 @@ TEST_P(GemmBf16PathTest, LmHeadLoss) {
   std::vector<int32_t> targets(n);
   std::mt19937 rng(3);
   for (int64_t t = 0; t < n; ++t) targets[t] = t % 11 == 0 ? -1 : static_cast<int32_t>(rng() % vocab);
+  for (int64_t t = 64; t < 96; ++t) targets[t] = -1;  // the third 32-token chunk ignored entirely
 
   // Double reference on rounded inputs.
   std::vector<double> xr(n * d), wr(vocab * d);
@@ -272,7 +273,9 @@ TEST_P(GemmBf16PathTest, LmHeadLoss) {
     }
   }
 
-  {
+  // Chunks of 128 tokens, and of 32 (one of them skipped: all its targets ignored).
+  for (const int64_t chunk : {128, 32}) {
+    SCOPED_TRACE(testing::Message() << "chunk " << chunk);
     std::vector<float> dx(n * d, std::numeric_limits<float>::quiet_NaN()), dw(vocab * d, 0.0f);
     LmHeadLossParams p;
     p.x = Tensor(x.data(), DType::kF32, {n, d});
@@ -281,7 +284,7 @@ TEST_P(GemmBf16PathTest, LmHeadLoss) {
     p.dx = Tensor(dx.data(), DType::kF32, {n, d});
     p.dweight = Tensor(dw.data(), DType::kF32, {vocab, d});
     p.grad_scale = grad_scale;
-    p.chunk_tokens = 128;
+    p.chunk_tokens = chunk;
     ASSERT_TRUE(p.Validate().ok());
     const double loss = cpu::LmHeadLoss(p, cpu::MatmulConfig{.precision = MatmulPrecision::kBF16, .bf16 = path});
     EXPECT_NEAR(loss, loss_ref, 1e-5 * std::fabs(loss_ref));
