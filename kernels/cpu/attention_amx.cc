@@ -122,7 +122,8 @@ struct AmxScratch {
       : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
         dp(kBlockQ * kBwdKeys), inv(kBlockQ), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2),
         pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), pb(kMaxForwardKeys / 2 * kBlockQ),
-        vt(d * kMaxForwardKeys / 2), ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d), ra(kBlockK), rb(kBlockK) {}
+        vt(d * kMaxForwardKeys / 2), ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d),
+        ra(kBlockK), rb(kBlockK) {}
 };
 
 // The output accumulates transposed, Oᵀ += Vᵀ Pᵀ (acc[x * kBlockQ + i]): the

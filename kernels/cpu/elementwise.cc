@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/bf16_output.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/log.h"
@@ -343,10 +344,6 @@ void EmbeddingBackward(const EmbeddingParams& p) {
   });
 }
 
-// Columns per block of the BF16-output SwiGLU: made in F32 on the stack,
-// then converted.
-constexpr int64_t kSwiGluBlock = 512;
-
 void SwiGluForward(const SwiGluParams& p) {
   const int64_t f = p.h.shape[1];
   DispatchFloat(p.gate_up.dtype, "SwiGluForward", [&](auto tag) {
@@ -357,15 +354,11 @@ void SwiGluForward(const SwiGluParams& p) {
     l.flat = false;
     const int64_t gs = p.gate_up.stride0(), hs = p.h.stride0();
     if constexpr (std::is_same_v<T, float>) {
-      if (p.h.dtype == DType::kBF16) {  // computed in F32, rounded by the conversion Copy uses
+      if (p.h.dtype == DType::kBF16) {  // F32 gate_up (SwiGluParams::Validate)
         ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
-          alignas(64) float h[kSwiGluBlock];
-          for (int64_t i0 = c0; i0 < c1; i0 += kSwiGluBlock) {
-            const int64_t n = std::min(kSwiGluBlock, c1 - i0);
-            const float* g = p.gate_up.as<float>() + r * gs + i0;
-            for (int64_t i = 0; i < n; ++i) h[i] = math::SwiGluForward(g[i], g[i + f]);
-            ConvertF32ToBf16(p.h.as<uint16_t>() + r * hs + i0, h, n);
-          }
+          const float* g = p.gate_up.as<float>() + r * gs + c0;
+          StoreAsBf16(p.h.as<uint16_t>() + r * hs + c0, c1 - c0,
+                      [g, f](int64_t i) { return math::SwiGluForward(g[i], g[i + f]); });
         });
         return;
       }
@@ -390,11 +383,11 @@ void SwiGluBackward(const SwiGluParams& p) {
     l.flat = false;
     const int64_t gs = p.gate_up.stride0(), hs = p.dh.stride0(), ds = p.dgate_up.stride0();
     if constexpr (std::is_same_v<T, float>) {
-      if (p.dgate_up.dtype == DType::kBF16) {  // computed in F32, rounded by the conversion Copy uses
+      if (p.dgate_up.dtype == DType::kBF16) {  // F32 inputs; both halves from one evaluation, as StoreAsBf16
         ForEachSpan(l, [&](int64_t, int64_t r, int64_t c0, int64_t c1) {
-          alignas(64) float a[kSwiGluBlock], b[kSwiGluBlock];
-          for (int64_t i0 = c0; i0 < c1; i0 += kSwiGluBlock) {
-            const int64_t n = std::min(kSwiGluBlock, c1 - i0);
+          alignas(64) float a[kBf16OutputBlock], b[kBf16OutputBlock];
+          for (int64_t i0 = c0; i0 < c1; i0 += kBf16OutputBlock) {
+            const int64_t n = std::min(kBf16OutputBlock, c1 - i0);
             const float* g = p.gate_up.as<float>() + r * gs + i0;
             const float* dh = p.dh.as<float>() + r * hs + i0;
             for (int64_t i = 0; i < n; ++i) math::SwiGluBackward(g[i], g[i + f], dh[i], a[i], b[i]);

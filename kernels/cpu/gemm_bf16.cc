@@ -97,7 +97,7 @@ Tensor PrepareBf16Operand(const Tensor& src, Bf16GemmPath path, Bf16Scratch* scr
   CHECK((src.dtype == DType::kF32 || src.dtype == DType::kBF16) && src.ndim == 2)
       << "PrepareBf16Operand: want F32 or BF16 2-D, got " << src.DebugString();
   const DType dtype = path == Bf16GemmPath::kOneDnn ? DType::kBF16 : DType::kF32;
-  if (src.dtype == dtype && dtype == DType::kBF16) return src;  // already the operand oneDNN takes
+  if (src.dtype == DType::kBF16 && path == Bf16GemmPath::kOneDnn) return src;  // already oneDNN's operand
   const int64_t rows = src.shape[0], cols = src.shape[1];
   void* dst = scratch->Reserve(static_cast<size_t>(rows * cols) * DTypeSize(dtype) + 1);
   if (src.dtype == DType::kBF16) {

@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/bf16_output.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/line_vector.h"
 #include "kernels/dispatch.h"
 #include "kernels/log.h"
 #include "kernels/math/rmsnorm.h"
@@ -21,35 +21,29 @@ constexpr int64_t kParallelMinElems = 1 << 15;
 // Row chunks of the backward (each owns a [D] partial of dweight).
 constexpr int64_t kMaxBackwardChunks = 64;
 
-// The calling thread's buffer of at least d elements, kept across calls.
-template <class T>
-T* RowBuffer(int64_t d) {
-  thread_local LineVector<T> row;
-  if (static_cast<int64_t>(row.size()) < d) row.resize(static_cast<size_t>(d));
-  return row.data();
-}
-
 template <class T>
 void ForwardImpl(const RmsNormParams& p) {
   const int64_t n = p.x.shape[0], d = p.x.shape[1];
   const int64_t xs = p.x.stride0(), ys = p.y.stride0();
   const T* w = p.weight.as<T>();
   T* rstd_out = p.rstd.as<T>();
-  // A BF16 y (F32 x): each row made in F32 in a per-thread buffer, then
-  // rounded by the conversion Copy uses.
-  const bool bf16_y = p.y.dtype == DType::kBF16;
+  const bool bf16_y = p.y.dtype == DType::kBF16;  // F32 x (RmsNormParams::Validate)
 #pragma omp parallel for schedule(static) if (n * d >= kParallelMinElems)
   for (int64_t r = 0; r < n; ++r) {
     const T* x = p.x.as<T>() + r * xs;
-    T* y = bf16_y ? RowBuffer<T>(d) : p.y.as<T>() + r * ys;
     double ss = 0;
 #pragma omp simd reduction(+ : ss)
     for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
     const T rstd = static_cast<T>(math::RmsNormRstd<double>(ss, d, p.eps));
     rstd_out[r] = rstd;
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16_y) {
+        StoreAsBf16(p.y.as<uint16_t>() + r * ys, d, [&](int64_t i) { return math::RmsNormY(x[i], rstd, w[i]); });
+        continue;
+      }
+    }
+    T* y = p.y.as<T>() + r * ys;
     for (int64_t i = 0; i < d; ++i) y[i] = math::RmsNormY(x[i], rstd, w[i]);
-    if constexpr (std::is_same_v<T, float>)
-      if (bf16_y) ConvertF32ToBf16(p.y.as<uint16_t>() + r * ys, y, d);
   }
 }
 
