@@ -1,6 +1,6 @@
-// Why: the bf16 attention on AMX (attention_amx.cc) converts each operand to
-// bf16 k-pairs once per block and reuses it across many tile products, so it
-// needs the packing routines and the tile-unit product of
+// Why: the packed bf16 attention (attention_packed_bf16.cc) converts each
+// operand to bf16 k-pairs once per block and reuses it across many tile
+// products, so it needs the packing routines and the tile products of
 // attention_tiles_avx512bf16.cc by name rather than behind the per-product
 // AttentionTileKernels::gemm (which packs both operands on every call).
 //
@@ -8,9 +8,12 @@
 //  * A operand: rows of k-pairs, a[i * a_ld + p] = (A(i, 2p), A(i, 2p + 1)).
 //  * B operand: pairs of rows, b[p * b_ld + j] = (B(2p, j), B(2p + 1, j)).
 // Rounding is round to nearest even (vcvtneps2bf16), as in the tile tables.
-// Everything except Usable() requires Usable() (AVX-512, AMX, and the tile
-// state granted to the process); the products also require LoadTileConfig()
-// on the calling thread since its last use of the tile unit by anyone else.
+// The packers, the softmax passes and DotProduct require PairsUsable()
+// (AVX-512 with AVX512-BF16); Product and LoadTileConfig require Usable()
+// (also AMX, and the tile state granted to the process), and Product also
+// LoadTileConfig() on the calling thread since its last use of the tile unit
+// by anyone else. (The namespace is named for the tile unit the layouts were
+// made for; without it the same layouts feed vdpbf16ps.)
 #ifndef LONGCTX_KERNELS_CPU_AMX_BF16_H_
 #define LONGCTX_KERNELS_CPU_AMX_BF16_H_
 
@@ -30,6 +33,16 @@ void LoadTileConfig();
 // of the padded rectangle is written, so C needs room for mt rows of nt.
 void Product(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t* b, int b_ld, float* c, int ldc,
              bool accumulate);
+
+// The CPU has AVX-512 and AVX512-BF16 (vdpbf16ps), with or without AMX.
+bool PairsUsable();
+
+// Product's contract on AVX512-BF16 dot products (no tile unit): the 6 x 64
+// register block of the generic avx512-bf16 tiles, each C element's k-pairs
+// in ascending order through one fp32 lane, so the bits of that table's
+// product on the same packed values (mt, nt, kp multiples of 16).
+void DotProduct(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t* b, int b_ld, float* c, int ldc,
+                bool accumulate);
 
 // [k][n] (row stride ld) -> B layout out[p * out_ld + x], p < ceil(k / 2),
 // x < n; the odd last row pairs with zero. Nothing else is written.

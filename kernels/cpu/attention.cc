@@ -19,9 +19,9 @@
 // The tile operations (products, softmax passes) are kernels/cpu/
 // attention_tiles.h: an AVX-512, an AVX2 and a scalar implementation chosen at
 // run time (AttentionConfig can force one); this file is the loops over tiles.
-// At precision bf16 on AMX a second driver (attention_amx.h) runs the same
-// loops with operands converted to bf16 once per block instead of once per
-// product (same bits); the pieces both share are attention_driver.h. BLAS is
+// At precision bf16 (AMX, or AVX512-BF16 alone) a second driver
+// (attention_packed_bf16.h) runs the same loops with operands converted to
+// bf16 once per block instead of once per product (same bits); the pieces both share are attention_driver.h. BLAS is
 // not called: it must not run inside our OpenMP region.
 // The forward also serves inference (ops.h): keys with their own segments
 // aligned bottom-right to the queries (KV-cache decode, chunked prefill) and a
@@ -36,7 +36,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_packed_bf16.h"
 #include "kernels/cpu/attention_driver.h"
 #include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -48,19 +48,25 @@ namespace longctx::cpu {
 namespace {
 
 template <class T>
-const AttentionTileKernels<T>& KernelsFor(const AttentionConfig& config);
+const AttentionTileKernels<T>& KernelsFor(const AttentionConfig& config, const AttentionView<T>& view);
 template <>
-const AttentionTileKernels<float>& KernelsFor<float>(const AttentionConfig& config) {
-  // bf16 tiles by default only on AMX: vdpbf16ps runs at the fp32 FMA rate
-  // (measured on a Sapphire Rapids Xeon: ~35 against ~75 GFLOP/s for a 64^3
-  // product with its packing), so without AMX fp32 tiles are faster and exact.
+const AttentionTileKernels<float>& KernelsFor<float>(const AttentionConfig& config,
+                                                    const AttentionView<float>& view) {
+  // bf16 tiles on AMX; with AVX512-BF16 alone (vdpbf16ps) only where the
+  // packed driver runs the shape (or a test asks for them, bf16_amx = false):
+  // the generic driver's per-product packing makes vdpbf16ps tiles slower
+  // than fp32 ones (measured on a Sapphire Rapids Xeon: ~35 against ~75
+  // GFLOP/s for a 64^3 product with its packing), while packed once they run
+  // at vdpbf16ps' rate (docs/BENCHMARKS.md, the Zen 5 record).
   if (config.bf16 && (config.isa == AttentionIsa::kAuto || config.isa == AttentionIsa::kAvx512))
-    if (const AttentionTileKernels<float>* bf16 = AttentionTileKernelsBf16(config.bf16_amx))
-      if (!config.bf16_amx || std::string_view(bf16->name) == "amx-bf16") return *bf16;
+    if (const AttentionTileKernels<float>* bf16 = AttentionTileKernelsBf16(config.bf16_amx)) {
+      const bool amx = std::string_view(bf16->name) == "amx-bf16";
+      if (amx || !config.bf16_amx || (config.bf16_packed && PackedBf16AttentionUsable(view, false))) return *bf16;
+    }
   return AttentionTileKernelsF32(config.isa);
 }
 template <>
-const AttentionTileKernels<double>& KernelsFor<double>(const AttentionConfig&) {
+const AttentionTileKernels<double>& KernelsFor<double>(const AttentionConfig&, const AttentionView<double>&) {
   return AttentionTileKernelsF64();
 }
 
@@ -163,28 +169,33 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   WriteDq(c, it, w.dqa.data());
 }
 
-// The packed AMX driver (attention_amx.h) where the tiles are AMX bf16 and
-// the shape allows it; config.bf16_amx_packed = false keeps the generic one.
-bool UsePackedAmx(const Ctx<float>& c, const AttentionConfig& config) {
-  return config.bf16_amx_packed && std::string_view(c.tiles->name) == "amx-bf16" && AmxAttentionUsable(c);
+// The packed bf16 driver (attention_packed_bf16.h) where the tiles are bf16
+// (on the tile unit or vdpbf16ps) and the shape allows it;
+// config.bf16_packed = false keeps the generic one.
+bool UsePacked(const Ctx<float>& c, const AttentionConfig& config, bool* tile_unit) {
+  const std::string_view name = c.tiles->name;
+  *tile_unit = name == "amx-bf16";
+  return config.bf16_packed && (*tile_unit || name == "avx512-bf16") && PackedBf16AttentionUsable(c, *tile_unit);
 }
 
 template <class T>
 void Forward(const AttentionParams& p, const AttentionConfig& config) {
   Ctx<T> c{UnpackAttention<T>(p, false)};
-  c.tiles = &KernelsFor<T>(config);
-  if constexpr (std::is_same_v<T, float>)
-    if (UsePackedAmx(c, config)) {
-      AmxAttentionForward({c, c.tiles});
+  c.tiles = &KernelsFor<T>(config, c);
+  if constexpr (std::is_same_v<T, float>) {
+    bool tile_unit = false;
+    if (UsePacked(c, config, &tile_unit)) {
+      PackedBf16AttentionForward({c, c.tiles, tile_unit});
       return;
     }
+  }
   RunItems<Scratch<T>>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads), ForwardItem<T>);
 }
 
 template <class T>
 void Backward(const AttentionParams& p, const AttentionConfig& config) {
   Ctx<T> c{UnpackAttention<T>(p, true)};
-  c.tiles = &KernelsFor<T>(config);
+  c.tiles = &KernelsFor<T>(config, c);
   // D[h, i] = dO[i, h, :] . O[i, h, :], accumulated in double (O(N) memory).
   // D and the GQA partials are kept per calling thread across calls (grown,
   // never shrunk; every element is written before it is read): allocating
@@ -219,11 +230,13 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
     c.dv_part = dv_part.data();
   }
   bool packed = false;
-  if constexpr (std::is_same_v<T, float>)
-    if (UsePackedAmx(c, config)) {
-      AmxAttentionBackwardItems({c, c.tiles, c.drow, c.dk_part, c.dv_part});
+  if constexpr (std::is_same_v<T, float>) {
+    bool tile_unit = false;
+    if (UsePacked(c, config, &tile_unit)) {
+      PackedBf16AttentionBackwardItems({c, c.tiles, tile_unit, c.drow, c.dk_part, c.dv_part});
       packed = true;
     }
+  }
   if (!packed) RunItems<Scratch<T>>(c, MakeBackwardItems(c.cu, c.segments, heads), BackwardItem<T>);
   if (c.group == 1) return;
   // dK, dV of kv head g = the partials of its query heads, summed in head order.

@@ -1,7 +1,7 @@
 // Why: the tiled attention has two drivers — the generic one over a table of
 // tile kernels (attention.cc: fp32, F64 and bf16 products on fp32 operands)
-// and the packed AMX one (attention_amx.cc: bf16 operands converted once per
-// block instead of once per product). Both walk the same work items with the
+// and the packed bf16 one (attention_packed_bf16.cc, on AMX or vdpbf16ps: bf16
+// operands converted once per block instead of once per product). Both walk the same work items with the
 // same masks and the same online-softmax bookkeeping; this header holds what
 // they share, so a mask rule is written once.
 //
@@ -30,10 +30,10 @@ namespace {  // NOLINT(build/namespaces): see the comment at the top
 
 constexpr int kBlockQ = 64;  // queries per tile
 constexpr int kBlockK = 64;  // keys per tile (also the row stride of score tiles)
-// Keys per forward tile with the AMX bf16 tables (both drivers, so their
-// results stay equal): P V then runs four k-steps per load and store of its
-// output tiles instead of two (the bf16 forward ~4 % faster, measured). The
-// other tables keep kBlockK (their products gain nothing, and their results
+// Keys per forward tile with the bf16 tables, AMX and vdpbf16ps (both
+// drivers, so their results stay equal): P V then runs four k-steps per load
+// and store of its output tiles instead of two (the AMX bf16 forward ~4 %
+// faster, measured). The other tables keep kBlockK (their products gain nothing, and their results
 // stay what they were).
 constexpr int kBlockKAmxForward = 128;
 constexpr int kMaxForwardKeys = kBlockKAmxForward;
@@ -101,10 +101,13 @@ void LoadTransposed(const AttentionTileKernels<T>& tiles, const T* src, int64_t 
     for (int r = rows; r < width; ++r) dst[c * width + r] = T(0);
 }
 
-// Keys per forward tile for c's tables.
+// Keys per forward tile for c's tables: the bf16 tables take the packed
+// driver's blocks, so that the generic driver's online softmax on them is the
+// packed one's (the same bits; tests compare the two).
 template <class T>
 int ForwardKeys(const Ctx<T>& c) {
-  return std::string_view(c.tiles->name) == "amx-bf16" ? kBlockKAmxForward : kBlockK;
+  const std::string_view name = c.tiles->name;
+  return name == "amx-bf16" || name == "avx512-bf16" ? kBlockKAmxForward : kBlockK;
 }
 
 // Visible range [a, b) of one line of a score tile: either the queries

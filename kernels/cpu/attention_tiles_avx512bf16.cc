@@ -11,8 +11,9 @@
 // in whichever orientation it is stored; the micro-kernel is the fp32 one's
 // 6 x 64 block. Packing is per product here (the generic attention driver
 // hands fp32 tiles), which costs about a fifth of a 64^3 product per operand;
-// on AMX the packed driver (attention_amx.h) calls the packers and the tile
-// product below directly (amx_bf16.h) and converts each operand once. On AMX an A
+// the packed driver (attention_packed_bf16.h) calls the packers and the tile
+// products below directly (amx_bf16.h: amx::Product on AMX, amx::DotProduct,
+// this micro-kernel, on vdpbf16ps) and converts each operand once. On AMX an A
 // stored transposed (Pᵀ dO, dSᵀ Q, the forward's P V) is packed through a
 // 16 x 16 register transpose (it was a scalar loop), and the packed buffers
 // are zeroed only where the operand leaves tile padding.
@@ -27,6 +28,7 @@
 
 #include "kernels/cpu/amx_bf16.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/log.h"
 
 #if defined(__x86_64__)
 // GCC 12's false "may be used uninitialized" in the intrinsics (see the AVX-512 file).
@@ -500,6 +502,27 @@ void Product(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t
   }
 }
 
+bool PairsUsable() { return AttentionTilesAvx512Bf16Exp() != nullptr; }
+
+// Rows<R> of the per-product Gemm above on operands already packed: strips
+// of 6 rows (the micro-kernel's 6 x 64 block), then the 4 (mt is a multiple
+// of 16) or 2 left. Per C element the k-pairs run in ascending order through
+// one fp32 lane, as in Gemm: the same bits as the generic avx512-bf16 tiles.
+void DotProduct(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t* b, int b_ld, float* c, int ldc,
+                bool accumulate) {
+  int i = 0;
+  for (; i + kRows <= mt; i += kRows)
+    Rows<kRows>(nt, kp, a + static_cast<ptrdiff_t>(i) * a_ld, a_ld, 1, b, b_ld, c + static_cast<ptrdiff_t>(i) * ldc,
+                ldc, accumulate);
+  const uint32_t* ai = a + static_cast<ptrdiff_t>(i) * a_ld;
+  float* ci = c + static_cast<ptrdiff_t>(i) * ldc;
+  switch (mt - i) {
+    case 2: Rows<2>(nt, kp, ai, a_ld, 1, b, b_ld, ci, ldc, accumulate); break;
+    case 4: Rows<4>(nt, kp, ai, a_ld, 1, b, b_ld, ci, ldc, accumulate); break;
+    default: CHECK(mt == i) << "amx::DotProduct: " << mt << " rows, not a multiple of 16"; break;
+  }
+}
+
 }  // namespace amx
 
 const AttentionTileKernels<float>* AttentionTilesAmxBf16() {
@@ -531,6 +554,10 @@ const AttentionTileKernels<float>* AttentionTilesAvx512Bf16() { return nullptr; 
 const AttentionTileKernels<float>* AttentionTilesAmxBf16() { return nullptr; }
 namespace amx {
 bool Usable() { return false; }
+bool PairsUsable() { return false; }
+void DotProduct(int, int, int, const uint32_t*, int, const uint32_t*, int, float*, int, bool) {
+  LOG(FATAL) << "amx::DotProduct: no AVX512-BF16 on this host";
+}
 }  // namespace amx
 }  // namespace longctx::cpu
 

@@ -43,17 +43,18 @@ void Rope(const RopeParams& p);                        // rope.cc
 // How attention's tile products run: the ISA of the tile kernels
 // (attention_tiles.h; kAuto = the best this CPU has; tests force each path),
 // and bf16 = F32 attention with bf16 tile operands and fp32 accumulation and
-// softmax statistics where the CPU has AMX (AttentionTileKernelsBf16; without
-// AMX, and for F64, it has no effect: attention stays fp32, since vdpbf16ps
-// alone is no faster than fp32 FMAs).
+// softmax statistics where the CPU has AMX, or AVX512-BF16 and a shape the
+// packed driver runs (AttentionTileKernelsBf16; otherwise, and for F64, it
+// has no effect: attention stays fp32, since vdpbf16ps products packed per
+// product are no faster than fp32 FMAs).
 struct AttentionConfig {
   AttentionIsa isa = AttentionIsa::kAuto;
   bool bf16 = false;
   bool bf16_amx = true;  // false: the AVX512-BF16 (vdpbf16ps) products, even where AMX exists (tests)
-  // AMX products through the packed driver (kernels/cpu/attention_amx.h:
+  // bf16 products through the packed driver (kernels/cpu/attention_packed_bf16.h:
   // operands converted once per block) where it applies; false: the generic
   // driver's per-product packing (the same bits; tests compare the two).
-  bool bf16_amx_packed = true;
+  bool bf16_packed = true;
 };
 void AttentionForward(const AttentionParams& p, const AttentionConfig& config = {});  // attention.cc
 void AttentionBackward(const AttentionParams& p, const AttentionConfig& config = {});

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_packed_bf16.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/log.h"
 #include "kernels/math/online_softmax.h"
@@ -424,43 +424,53 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionBf16Test, ::testing::ValuesIn(AllBf16Ca
                            return std::string(info.param.amx ? "amx_" : "avx512bf16_") + info.param.c.name;
                          });
 
-// The packed AMX driver (kernels/cpu/attention_amx.h: operands converted to
-// bf16 once per block) against the generic driver's AMX path (converted per
-// product): the same products in the same order, so the same values — on
-// documents that start at odd tokens (the parity paths), windows whose first
-// key is odd, GQA, strided views, d = 32, 64, 128. d = 13 is not a multiple
-// of 32: there the generic driver runs in both and the counter must not move.
-class AttentionAmxPackedTest : public ::testing::TestWithParam<Case> {
+// The packed bf16 driver (kernels/cpu/attention_packed_bf16.h: operands
+// converted to bf16 once per block) against the generic driver on the same
+// unit (converted per product), on the AMX tile unit and on vdpbf16ps: the
+// same products in the same order, so the same values — on documents that
+// start at odd tokens (the parity paths), windows whose first key is odd, GQA,
+// strided views, d = 32, 64, 128. d = 13 is not a multiple of 32: there the
+// generic driver runs in both and the counter must not move.
+struct PackedCase {
+  bool amx;  // the tile unit (tdpbf16ps) or AVX512-BF16 (vdpbf16ps)
+  Case c;
+};
+
+class AttentionPackedBf16Test : public ::testing::TestWithParam<PackedCase> {
  protected:
   void SetUp() override {
-    const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(true);
-    if (k == nullptr || std::string(k->name) != "amx-bf16") GTEST_SKIP() << "this CPU has no AMX";
+    const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(GetParam().amx);
+    if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+    if (GetParam().amx != (std::string(k->name) == "amx-bf16")) GTEST_SKIP() << "this CPU has no AMX";
   }
 };
 
-TEST_P(AttentionAmxPackedTest, EqualsTheGenericAmxPath) {
-  const Case& c = GetParam();
+TEST_P(AttentionPackedBf16Test, EqualsTheGenericPathOnTheSameUnit) {
+  const Case& c = GetParam().c;
+  const bool amx = GetParam().amx;
   const NaiveAttentionShape s = ShapeOf(c);
   const Inputs in = RandomInputs<float>(s, c.seed + 3000);
   Buffers<float> generic(c, in), packed(c, in);
   generic.config.bf16 = packed.config.bf16 = true;
-  generic.config.bf16_amx_packed = false;
-  const int64_t calls_before = cpu::AmxAttentionCalls();
+  generic.config.bf16_amx = packed.config.bf16_amx = amx;
+  generic.config.bf16_packed = false;
+  const int64_t calls_before = cpu::PackedBf16AttentionCalls(amx);
   generic.Forward();
   generic.Backward();
-  EXPECT_EQ(cpu::AmxAttentionCalls(), calls_before) << "bf16_amx_packed = false still ran the packed driver";
+  EXPECT_EQ(cpu::PackedBf16AttentionCalls(amx), calls_before) << "bf16_packed = false still ran the packed driver";
   // The generic driver on other inputs first, so that scratch kept between
   // calls (D, the GQA partials) holds other values when the packed one runs.
   const Inputs decoy_in = RandomInputs<float>(s, c.seed + 4000);
   Buffers<float> decoy(c, decoy_in);
   decoy.config.bf16 = true;
-  decoy.config.bf16_amx_packed = false;
+  decoy.config.bf16_amx = amx;
+  decoy.config.bf16_packed = false;
   decoy.Forward();
   decoy.Backward();
   packed.Forward();
   packed.Backward();
   const bool applies = c.head_dim % 32 == 0;
-  EXPECT_EQ(cpu::AmxAttentionCalls(), calls_before + (applies ? 2 : 0))
+  EXPECT_EQ(cpu::PackedBf16AttentionCalls(amx), calls_before + (applies ? 2 : 0))
       << "the packed driver " << (applies ? "did not run" : "ran") << " for head_dim " << c.head_dim;
   const char* names[] = {"o", "lse", "dq", "dk", "dv"};
   const Tensor* g[] = {&generic.p.o, &generic.p.lse, &generic.p.dq, &generic.p.dk, &generic.p.dv};
@@ -492,8 +502,17 @@ std::vector<Case> PackedCases() {
   return cs;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, AttentionAmxPackedTest, ::testing::ValuesIn(PackedCases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+std::vector<PackedCase> AllPackedCases() {
+  std::vector<PackedCase> out;
+  for (bool amx : {true, false})
+    for (const Case& c : PackedCases()) out.push_back({amx, c});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionPackedBf16Test, ::testing::ValuesIn(AllPackedCases()),
+                         [](const ::testing::TestParamInfo<PackedCase>& info) {
+                           return std::string(info.param.amx ? "amx_" : "avx512bf16_") + info.param.c.name;
+                         });
 
 // A table's own load_transposed against the drivers' scalar loop, bit for
 // bit: rows short of the width, a head dim not a multiple of 16, a negative

@@ -1,4 +1,4 @@
-// Why: see attention_amx.h. The loops are attention.cc's (same items, masks,
+// Why: see attention_packed_bf16.h. The loops are attention.cc's (same items, masks,
 // online softmax, FlashAttention-2 backward with five products per tile); what
 // differs is where operands become bf16 pairs:
 //  * forward: K (A rows) and V (pairs of consecutive keys, at the parities
@@ -12,12 +12,12 @@
 //    S and dP into P and dS pairs (B operands) and dS rows, with no
 //    transposing conversion. dV and dK take two query tiles per product where
 //    they can (C stored and reloaded half as often).
-// The products are amx::Product on whole 16 x 16 tiles; the tile config is
-// loaded once per item. Where a pre-converted operand would reach past its
+// The products are on whole 16 x 16 tiles (ProductUnit: amx::Product or
+// amx::DotProduct); the tile config is loaded once per item on AMX. Where a pre-converted operand would reach past its
 // segment's end (the last tile of a segment) or starts at an odd key, that
 // tile's operand is converted on its own with zero padding, as the generic
 // path does, so values of another document never meet a zero of this one.
-#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_packed_bf16.h"
 
 #include <algorithm>
 #include <atomic>
@@ -37,6 +37,22 @@ namespace longctx::cpu {
 namespace {
 
 inline int RoundUp16(int x) { return (x + 15) / 16 * 16; }
+
+// The unit the tile products run on: the AMX tile unit (its config loaded
+// once per item: oneDNN may load its own between calls) or vdpbf16ps.
+struct ProductUnit {
+  bool tiles;
+  void Begin() const {
+    if (tiles) amx::LoadTileConfig();
+  }
+  void operator()(int mt, int nt, int kp, const uint32_t* a, int a_ld, const uint32_t* b, int b_ld, float* c,
+                  int ldc, bool accumulate) const {
+    if (tiles)
+      amx::Product(mt, nt, kp, a, a_ld, b, b_ld, c, ldc, accumulate);
+    else
+      amx::DotProduct(mt, nt, kp, a, a_ld, b, b_ld, c, ldc, accumulate);
+  }
+};
 
 // Keys per block of the backward: 128, so dQ += dS K runs four k-steps per
 // load and store of its C tiles instead of two (the same k-steps in the same
@@ -113,12 +129,12 @@ void PackKv(const Ctx<float>& c, const bool parity[2], PackedKv& kv) {
     }
 }
 
-struct AmxScratch {
+struct PackedScratch {
   LineVector<float> st, acc, acc2, s, dp, dqa, inv;
   LineVector<uint32_t> qb, pa, pt, dst, pb, vt, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
   OnlineSoftmax<float> softmax;  // the forward's statistics
-  explicit AmxScratch(int64_t d)
+  explicit PackedScratch(int64_t d)
       : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
         dp(kBlockQ * kBwdKeys), inv(kBlockQ), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2),
         pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), pb(kMaxForwardKeys / 2 * kBlockQ),
@@ -131,7 +147,7 @@ struct AmxScratch {
 // its rows — P's k-pairs as the B operand wants them — straight from
 // registers (amx::ExpSumPairs), with no transposing conversion; the tile unit
 // gives Oᵀ the bits of O = P V (the same k-steps in the same order).
-void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const PackedKv& kv) {
+void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const PackedKv& kv, ProductUnit product) {
   const int64_t d = c.d, h = it.head, g = h / c.group, i0 = it.begin;
   const int di = static_cast<int>(d), kp = di / 2;
   const int nq = static_cast<int>(it.end - i0), mq = RoundUp16(nq);
@@ -142,7 +158,7 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
   amx::PackRowPairsTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, di, c.scale, w.qb.data(), kBlockQ);
   std::fill(w.acc.begin(), w.acc.begin() + d * kBlockQ, 0.f);
   sm.Start(nq);
-  amx::LoadTileConfig();
+  product.Begin();
   const int o_lines = nq * di / 16;  // 64-byte lines of the item's O rows
   int o_prefetched = 0;
   for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockKAmxForward) {
@@ -152,7 +168,7 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
       const int r = o_prefetched / (di / 16), x = o_prefetched % (di / 16) * 16;
       __builtin_prefetch(c.o + (i0 + r) * c.so + h * d + x, 1, 3);
     }
-    amx::Product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data(), kBlockQ, st, kBlockQ, false);  // Sᵀ
+    product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data(), kBlockQ, st, kBlockQ, false);  // Sᵀ
     // Fold's statistics, then its exp pass writing P as key pairs of the
     // queries (B, [kpp][kBlockQ], zero past nq and in pairs past nk), and the
     // rescale of Oᵀ's columns.
@@ -170,7 +186,7 @@ void ForwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w, const Packe
       vt = w.vt.data();
       ldv = kBlockKAmxForward / 2;
     }
-    amx::Product(di, mq, kpp, vt, ldv, w.pb.data(), kBlockQ, w.acc.data(), kBlockQ, true);  // Oᵀ += Vᵀ Pᵀ
+    product(di, mq, kpp, vt, ldv, w.pb.data(), kBlockQ, w.acc.data(), kBlockQ, true);  // Oᵀ += Vᵀ Pᵀ
   }
   // O = Oᵀ's columns / l, through register transposes.
   sm.InvSums(nq, w.inv.data());
@@ -199,7 +215,7 @@ void WriteKeyBlockTransposed(const Ctx<float>& c, const Item& it, int64_t j0, in
 // straight from the pass: no transposing conversion of Pᵀ and dSᵀ (the tile
 // unit gives Cᵀ = Bᵀ Aᵀ the bits of C = A B, so the results are those of
 // dV += Pᵀ dO, dK += dSᵀ Qs, as the generic driver computes them).
-void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
+void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, ProductUnit product) {
   const int64_t d = c.d, h = it.head, g = h / c.group, sb = it.seg_begin, se = it.seg_end, len = se - sb;
   const int di = static_cast<int>(d), kp = di / 2;
   const float* lse = c.lse + h * c.slse;
@@ -258,7 +274,7 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   float* dvt = w.acc2.data();  // dVᵀ
   float* s = w.s.data();
   float* dp = w.dp.data();
-  amx::LoadTileConfig();
+  product.Begin();
   for (int64_t j0 = sb; j0 < se; j0 += kBwdKeys) {
     const int64_t j1 = std::min<int64_t>(j0 + kBwdKeys, se);
     const int nk = static_cast<int>(j1 - j0), mk = RoundUp16(nk), kpk = RoundUp16((nk + 1) / 2);
@@ -281,8 +297,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
       const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
       const int kpq = RoundUp16((nq + 1) / 2);
       const int64_t u = t0 - sb;
-      amx::Product(mq, mk, kp, w.qsa.data() + u * kp, kp, w.ktb.data(), kBwdKeys, s, kBwdKeys, false);   // S
-      amx::Product(mq, mk, kp, w.dosa.data() + u * kp, kp, w.vtb.data(), kBwdKeys, dp, kBwdKeys, false);  // dP
+      product(mq, mk, kp, w.qsa.data() + u * kp, kp, w.ktb.data(), kBwdKeys, s, kBwdKeys, false);   // S
+      product(mq, mk, kp, w.dosa.data() + u * kp, kp, w.vtb.data(), kBwdKeys, dp, kBwdKeys, false);  // dP
       for (int r = 0; r < nq; ++r) {
         const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
         ra[r] = rr.a;
@@ -299,7 +315,7 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
                          w.pt.data() + off * kBwdKeys, w.dst.data() + off * kBwdKeys, kBwdKeys, w.pa.data(), kpk);
       ZeroPairs(w.pt.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
       ZeroPairs(w.dst.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
-      amx::Product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);  // dQ += dS K
+      product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);  // dQ += dS K
       if (!pending && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
         pending = true;
         pending_u = u;
@@ -314,8 +330,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
       CHECK(u0 % 2 == 0) << "AMX attention backward: query tile at odd offset " << u0;
       const int kpt = off + kpq;
       // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS
-      amx::Product(di, mk, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);
-      amx::Product(di, mk, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);
+      product(di, mk, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);
+      product(di, mk, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);
       pending = false;
     }
     WriteKeyBlockTransposed(c, it, j0, nk, dkt, dvt, kBwdKeys);
@@ -327,10 +343,12 @@ void BackwardItem(const Ctx<float>& c, const Item& it, AmxScratch& w) {
   WriteDq(c, it, w.dqa.data(), written, len);
 }
 
-std::atomic<int64_t> amx_calls{0};
+std::atomic<int64_t> calls[2] = {0, 0};  // [tile_unit]
 
-Ctx<float> CtxOf(const AmxAttentionArgs& a) {
-  amx_calls.fetch_add(1, std::memory_order_relaxed);
+Ctx<float> CtxOf(const PackedBf16AttentionArgs& a) {
+  CHECK(PackedBf16AttentionUsable(a.view, a.tile_unit))
+      << "packed bf16 attention: not usable here on " << (a.tile_unit ? "AMX" : "AVX512-BF16");
+  calls[a.tile_unit].fetch_add(1, std::memory_order_relaxed);
   Ctx<float> c{a.view};
   c.tiles = a.tiles;
   c.drow = a.drow;
@@ -341,15 +359,16 @@ Ctx<float> CtxOf(const AmxAttentionArgs& a) {
 
 }  // namespace
 
-bool AmxAttentionUsable(const AttentionView<float>& view) {
-  return view.d % 32 == 0 && view.d <= 256 && view.cu_k == view.cu && amx::Usable();
+bool PackedBf16AttentionUsable(const AttentionView<float>& view, bool tile_unit) {
+  return view.d % 32 == 0 && view.d <= 256 && view.cu_k == view.cu &&
+         (tile_unit ? amx::Usable() : amx::PairsUsable());
 }
 
-int64_t AmxAttentionCalls() { return amx_calls.load(std::memory_order_relaxed); }
+int64_t PackedBf16AttentionCalls(bool tile_unit) { return calls[tile_unit].load(std::memory_order_relaxed); }
 
-void AmxAttentionForward(const AmxAttentionArgs& args) {
-  CHECK(AmxAttentionUsable(args.view)) << "AmxAttentionForward: not usable here";
+void PackedBf16AttentionForward(const PackedBf16AttentionArgs& args) {
   const Ctx<float> c = CtxOf(args);
+  const ProductUnit product{args.tile_unit};
   const std::vector<Item> items = MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads);
   bool parity[2] = {false, false};  // of the items' first keys (ForwardItem's tiles step by an even count)
   for (const Item& it : items)
@@ -357,26 +376,32 @@ void AmxAttentionForward(const AmxAttentionArgs& args) {
   static thread_local PackedKv kept;  // the calling thread's, grown across calls
   PackKv(c, parity, kept);
   const PackedKv& kv = kept;
-  RunItems<AmxScratch>(c, items,
-                       [&kv](const Ctx<float>& cc, const Item& it, AmxScratch& w) { ForwardItem(cc, it, w, kv); });
+  RunItems<PackedScratch>(c, items, [&kv, product](const Ctx<float>& cc, const Item& it, PackedScratch& w) {
+    ForwardItem(cc, it, w, kv, product);
+  });
 }
 
-void AmxAttentionBackwardItems(const AmxAttentionArgs& args) {
-  CHECK(AmxAttentionUsable(args.view)) << "AmxAttentionBackwardItems: not usable here";
+void PackedBf16AttentionBackwardItems(const PackedBf16AttentionArgs& args) {
   const Ctx<float> c = CtxOf(args);
-  RunItems<AmxScratch>(c, MakeBackwardItems(c.cu, c.segments, c.heads), BackwardItem);
+  const ProductUnit product{args.tile_unit};
+  RunItems<PackedScratch>(c, MakeBackwardItems(c.cu, c.segments, c.heads),
+                          [product](const Ctx<float>& cc, const Item& it, PackedScratch& w) {
+                            BackwardItem(cc, it, w, product);
+                          });
 }
 
 }  // namespace longctx::cpu
 
-#else  // not x86-64: no AMX
+#else  // not x86-64: no AMX, no AVX512-BF16
 
 namespace longctx::cpu {
-bool AmxAttentionUsable(const AttentionView<float>&) { return false; }
-int64_t AmxAttentionCalls() { return 0; }
-void AmxAttentionForward(const AmxAttentionArgs&) { LOG(FATAL) << "AmxAttentionForward: no AMX on this host"; }
-void AmxAttentionBackwardItems(const AmxAttentionArgs&) {
-  LOG(FATAL) << "AmxAttentionBackwardItems: no AMX on this host";
+bool PackedBf16AttentionUsable(const AttentionView<float>&, bool) { return false; }
+int64_t PackedBf16AttentionCalls(bool) { return 0; }
+void PackedBf16AttentionForward(const PackedBf16AttentionArgs&) {
+  LOG(FATAL) << "PackedBf16AttentionForward: no AMX or AVX512-BF16 on this host";
+}
+void PackedBf16AttentionBackwardItems(const PackedBf16AttentionArgs&) {
+  LOG(FATAL) << "PackedBf16AttentionBackwardItems: no AMX or AVX512-BF16 on this host";
 }
 }  // namespace longctx::cpu
 
