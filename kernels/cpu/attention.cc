@@ -189,7 +189,7 @@ void Forward(const AttentionParams& p, const AttentionConfig& config) {
       return;
     }
   }
-  RunItems<Scratch<T>>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads), ForwardItem<T>);
+  RunItems<Scratch<T>>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads, c.group), ForwardItem<T>);
 }
 
 template <class T>

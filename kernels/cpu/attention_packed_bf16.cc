@@ -369,7 +369,7 @@ int64_t PackedBf16AttentionCalls(bool tile_unit) { return calls[tile_unit].load(
 void PackedBf16AttentionForward(const PackedBf16AttentionArgs& args) {
   const Ctx<float> c = CtxOf(args);
   const ProductUnit product{args.tile_unit};
-  const std::vector<Item> items = MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads);
+  const std::vector<Item> items = MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads, c.group);
   bool parity[2] = {false, false};  // of the items' first keys (ForwardItem's tiles step by an even count)
   for (const Item& it : items)
     parity[math::FirstVisibleKey(c.mask, it.seg_begin, it.begin + it.shift) & 1] = true;

@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/log.h"
 
 namespace longctx {
@@ -52,6 +53,7 @@ class CpuBackend final : public Backend {
     size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     CHECK(p != nullptr) << "CPU allocation of " << bytes << " bytes failed";
+    cpu::AdviseHugePages(p, rounded);  // the arena and long-sequence tensors: 2 MiB pages (huge_pages.h)
     return p;
   }
   void Free(void* p) override { std::free(p); }

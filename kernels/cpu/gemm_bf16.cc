@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/log.h"
 #include "kernels/math/bf16.h"
 
@@ -87,6 +88,7 @@ void* Bf16Scratch::Reserve(size_t bytes) {
     const size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
     CHECK(p != nullptr) << "bf16 operand scratch: allocation of " << rounded << " bytes failed";
+    AdviseHugePages(p, rounded);
     p_.reset(p);
     bytes_ = rounded;
   }

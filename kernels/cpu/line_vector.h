@@ -13,6 +13,8 @@
 #include <new>
 #include <vector>
 
+#include "kernels/cpu/huge_pages.h"
+
 namespace longctx::cpu {
 
 template <class T>
@@ -22,7 +24,11 @@ struct LineAllocator {
   LineAllocator() = default;
   template <class U>
   LineAllocator(const LineAllocator<U>&) {}  // NOLINT(runtime/explicit): allocator rebinding
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(sizeof(T) * n, kLine)); }
+  T* allocate(size_t n) {
+    T* p = static_cast<T*>(::operator new(sizeof(T) * n, kLine));
+    AdviseHugePages(p, sizeof(T) * n);  // large scratch (packed K/V, partials): 2 MiB pages
+    return p;
+  }
   void deallocate(T* p, size_t) { ::operator delete(p, kLine); }
   template <class U>
   bool operator==(const LineAllocator<U>&) const {
