@@ -297,26 +297,55 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
       const int kpq = RoundUp16((nq + 1) / 2);
       const int64_t u = t0 - sb;
-      product(mq, mk, kp, w.qsa.data() + u * kp, kp, w.ktb.data(), kBwdKeys, s, kBwdKeys, false);   // S
-      product(mq, mk, kp, w.dosa.data() + u * kp, kp, w.vtb.data(), kBwdKeys, dp, kBwdKeys, false);  // dP
+      // The key columns any row of the tile sees, [c0, c1) in 32-key steps:
+      // at a causal diagonal or a window's far edge half a 128-key block is
+      // hidden from the whole tile, and its products and softmax pass are
+      // skipped (their P and dS would be exact zeros, whose products add
+      // nothing: the same bits). ra, rb become relative to c0.
+      int lo = nk, hi = 0;
       for (int r = 0; r < nq; ++r) {
         const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
         ra[r] = rr.a;
         rb[r] = rr.b;
+        if (rr.a < rr.b) {
+          lo = std::min(lo, rr.a);
+          hi = std::max(hi, rr.b);
+        }
       }
+      if (lo >= hi) lo = 0, hi = nk;  // no row sees a key (not for a block's own queries): the whole width
+      const int c0 = lo / 32 * 32;
+      const int c1n = std::min(mk, (hi + 31) / 32 * 32);       // product columns (keys), <= mk
+      const int c1k = std::min(2 * kpk, (hi + 31) / 32 * 32);  // k-pairs of dQ's product, x 2
+      const bool all_columns = c0 == 0 && c1n == mk && c1k == 2 * kpk;
+      for (int r = 0; r < nq; ++r) {
+        ra[r] = std::max(ra[r] - c0, 0);
+        rb[r] = std::max(rb[r] - c0, ra[r]);
+      }
+      product(mq, c1n - c0, kp, w.qsa.data() + u * kp, kp, w.ktb.data() + c0, kBwdKeys, s + c0, kBwdKeys,
+              false);  // S
+      product(mq, c1n - c0, kp, w.dosa.data() + u * kp, kp, w.vtb.data() + c0, kBwdKeys, dp + c0, kBwdKeys,
+              false);  // dP
       // P and dS pairs of query rows (B, row stride kBwdKeys): a full tile at
-      // an even offset waits in pair rows 0-31 for the next tile (rows 32-63),
-      // so dVᵀ and dKᵀ take both in one product — k-steps in the same order, C
-      // stored and reloaded half as often, the same bits. dS as A rows of key
-      // pairs for dQ, zero in the rows past nq.
+      // an even offset that sees every column waits in pair rows 0-31 for the
+      // next such tile (rows 32-63), so dVᵀ and dKᵀ take both in one product —
+      // k-steps in the same order, C stored and reloaded half as often, the
+      // same bits; a waiting tile goes alone when the next sees fewer columns.
+      // dS as A rows of key pairs for dQ, zero in the rows past nq.
+      if (pending && !all_columns) {
+        product(di, mk, kBlockQ / 2, w.dosb.data() + pending_u / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);
+        product(di, mk, kBlockQ / 2, w.qsb.data() + pending_u / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);
+        pending = false;
+      }
       const int off = pending ? kBlockQ / 2 : 0;
       if (nq != mq) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
-      amx::BackwardPairs(s, dp, nq, kBwdKeys, nk, 2 * kpk, ra, rb, lse + t0, drow + t0,
-                         w.pt.data() + off * kBwdKeys, w.dst.data() + off * kBwdKeys, kBwdKeys, w.pa.data(), kpk);
+      amx::BackwardPairs(s + c0, dp + c0, nq, kBwdKeys, c1n - c0, c1k - c0, ra, rb, lse + t0, drow + t0,
+                         w.pt.data() + off * kBwdKeys + c0, w.dst.data() + off * kBwdKeys + c0, kBwdKeys,
+                         w.pa.data() + c0 / 2, kpk);
       ZeroPairs(w.pt.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
       ZeroPairs(w.dst.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
-      product(mq, di, kpk, w.pa.data(), kpk, w.kdb.data(), di, w.dqa.data() + u * d, di, true);  // dQ += dS K
-      if (!pending && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
+      product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, w.kdb.data() + c0 / 2 * di, di, w.dqa.data() + u * d,
+              di, true);  // dQ += dS K
+      if (!pending && all_columns && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
         pending = true;
         pending_u = u;
         continue;
@@ -327,11 +356,11 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       // offset: AttentionParams::Validate), an even offset from the segment's
       // start, and tiles follow in steps of kBlockQ.
       const int64_t u0 = pending ? pending_u : u;
-      CHECK(u0 % 2 == 0) << "AMX attention backward: query tile at odd offset " << u0;
+      CHECK(u0 % 2 == 0) << "packed bf16 attention backward: query tile at odd offset " << u0;
       const int kpt = off + kpq;
-      // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS
-      product(di, mk, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);
-      product(di, mk, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);
+      // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS (on the tile's columns)
+      product(di, c1n - c0, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data() + c0, kBwdKeys, dvt + c0, kBwdKeys, true);
+      product(di, c1n - c0, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data() + c0, kBwdKeys, dkt + c0, kBwdKeys, true);
       pending = false;
     }
     WriteKeyBlockTransposed(c, it, j0, nk, dkt, dvt, kBwdKeys);
