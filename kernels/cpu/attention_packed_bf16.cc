@@ -12,11 +12,12 @@
 //    S and dP into P and dS pairs (B operands) and dS rows, with no
 //    transposing conversion. dV and dK take two query tiles per product where
 //    they can (C stored and reloaded half as often).
-// The products are on whole 16 x 16 tiles (ProductUnit: amx::Product or
-// amx::DotProduct); the tile config is loaded once per item on AMX. Where a pre-converted operand would reach past its
-// segment's end (the last tile of a segment) or starts at an odd key, that
-// tile's operand is converted on its own with zero padding, as the generic
-// path does, so values of another document never meet a zero of this one.
+// The products are on whole 16 x 16 tiles (ProductUnit: amx::Product on the
+// tile unit, its config loaded once per item, or amx::DotProduct on
+// vdpbf16ps). Where a pre-converted operand would reach past its segment's
+// end (the last tile of a segment) or starts at an odd key, that tile's
+// operand is converted on its own with zero padding, as the generic path
+// does, so values of another document never meet a zero of this one.
 #include "kernels/cpu/attention_packed_bf16.h"
 
 #include <algorithm>
@@ -312,7 +313,10 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
           hi = std::max(hi, rr.b);
         }
       }
-      if (lo >= hi) lo = 0, hi = nk;  // no row sees a key (not for a block's own queries): the whole width
+      if (lo >= hi) {  // no row sees a key of the block (not for [qlo, qhi) of these masks): the whole width
+        lo = 0;
+        hi = nk;
+      }
       const int c0 = lo / 32 * 32;
       const int c1n = std::min(mk, (hi + 31) / 32 * 32);       // product columns (keys), <= mk
       const int c1k = std::min(2 * kpk, (hi + 31) / 32 * 32);  // k-pairs of dQ's product, x 2
@@ -343,8 +347,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
                          w.pa.data() + c0 / 2, kpk);
       ZeroPairs(w.pt.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
       ZeroPairs(w.dst.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
-      product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, w.kdb.data() + c0 / 2 * di, di, w.dqa.data() + u * d,
-              di, true);  // dQ += dS K
+      product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, w.kdb.data() + c0 / 2 * di, di,
+              w.dqa.data() + u * d, di, true);  // dQ += dS K
       if (!pending && all_columns && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
         pending = true;
         pending_u = u;
