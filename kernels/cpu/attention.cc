@@ -21,8 +21,9 @@
 // run time (AttentionConfig can force one); this file is the loops over tiles.
 // At precision bf16 (AMX, or AVX512-BF16 alone) a second driver
 // (attention_packed_bf16.h) runs the same loops with operands converted to
-// bf16 once per block instead of once per product (same bits); the pieces both share are attention_driver.h. BLAS is
-// not called: it must not run inside our OpenMP region.
+// bf16 once per block instead of once per product (same bits); the pieces
+// both share are attention_driver.h. BLAS is not called: it must not run
+// inside our OpenMP region.
 // The forward also serves inference (ops.h): keys with their own segments
 // aligned bottom-right to the queries (KV-cache decode, chunked prefill) and a
 // diagonal offset (STRING's shifted part). Both only move where a work item's
@@ -32,7 +33,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -59,10 +59,10 @@ const AttentionTileKernels<float>& KernelsFor<float>(const AttentionConfig& conf
   // GFLOP/s for a 64^3 product with its packing), while packed once they run
   // at vdpbf16ps' rate (docs/BENCHMARKS.md, the Zen 5 record).
   if (config.bf16 && (config.isa == AttentionIsa::kAuto || config.isa == AttentionIsa::kAvx512))
-    if (const AttentionTileKernels<float>* bf16 = AttentionTileKernelsBf16(config.bf16_amx)) {
-      const bool amx = std::string_view(bf16->name) == "amx-bf16";
-      if (amx || !config.bf16_amx || (config.bf16_packed && PackedBf16AttentionUsable(view, false))) return *bf16;
-    }
+    if (const AttentionTileKernels<float>* bf16 = AttentionTileKernelsBf16(config.bf16_amx))
+      if (Bf16UnitOf(*bf16) == Bf16Unit::kAmx || !config.bf16_amx ||
+          (config.bf16_packed && PackedBf16AttentionUsable(view, false)))
+        return *bf16;
   return AttentionTileKernelsF32(config.isa);
 }
 template <>
@@ -173,9 +173,9 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
 // (on the tile unit or vdpbf16ps) and the shape allows it;
 // config.bf16_packed = false keeps the generic one.
 bool UsePacked(const Ctx<float>& c, const AttentionConfig& config, bool* tile_unit) {
-  const std::string_view name = c.tiles->name;
-  *tile_unit = name == "amx-bf16";
-  return config.bf16_packed && (*tile_unit || name == "avx512-bf16") && PackedBf16AttentionUsable(c, *tile_unit);
+  const Bf16Unit unit = Bf16UnitOf(*c.tiles);
+  *tile_unit = unit == Bf16Unit::kAmx;
+  return config.bf16_packed && unit != Bf16Unit::kNone && PackedBf16AttentionUsable(c, *tile_unit);
 }
 
 template <class T>

@@ -1,9 +1,10 @@
 // Why: the tiled attention has two drivers — the generic one over a table of
 // tile kernels (attention.cc: fp32, F64 and bf16 products on fp32 operands)
-// and the packed bf16 one (attention_packed_bf16.cc, on AMX or vdpbf16ps: bf16
-// operands converted once per block instead of once per product). Both walk the same work items with the
-// same masks and the same online-softmax bookkeeping; this header holds what
-// they share, so a mask rule is written once.
+// and the packed bf16 one (attention_packed_bf16.cc, on AMX or vdpbf16ps:
+// bf16 operands converted once per block instead of once per product). Both
+// walk the same work items with the same masks and the same online-softmax
+// bookkeeping; this header holds what they share, so a mask rule is written
+// once.
 //
 // Everything here is in an anonymous namespace: each driver file gets its own
 // copy with internal linkage, so no inline function is shared by name across
@@ -33,10 +34,10 @@ constexpr int kBlockK = 64;  // keys per tile (also the row stride of score tile
 // Keys per forward tile with the bf16 tables, AMX and vdpbf16ps (both
 // drivers, so their results stay equal): P V then runs four k-steps per load
 // and store of its output tiles instead of two (the AMX bf16 forward ~4 %
-// faster, measured). The other tables keep kBlockK (their products gain nothing, and their results
-// stay what they were).
-constexpr int kBlockKAmxForward = 128;
-constexpr int kMaxForwardKeys = kBlockKAmxForward;
+// faster, measured). The other tables keep kBlockK (their products gain
+// nothing, and their results stay what they were).
+constexpr int kBlockKBf16Forward = 128;
+constexpr int kMaxForwardKeys = kBlockKBf16Forward;
 
 // Everything a work item needs: the shared unpacked form of the params
 // (kernels/attention_args.h: raw pointers, strides in elements, the mask), the
@@ -105,13 +106,21 @@ void LoadTransposed(const AttentionTileKernels<T>& tiles, const T* src, int64_t 
     for (int r = rows; r < width; ++r) dst[c * width + r] = T(0);
 }
 
+// The unit a table's bf16 products run on, if any (the tables are told apart
+// by name: attention_tiles.h).
+enum class Bf16Unit { kNone, kAmx, kDot };
+template <class T>
+Bf16Unit Bf16UnitOf(const AttentionTileKernels<T>& tiles) {
+  const std::string_view name = tiles.name;
+  return name == "amx-bf16" ? Bf16Unit::kAmx : name == "avx512-bf16" ? Bf16Unit::kDot : Bf16Unit::kNone;
+}
+
 // Keys per forward tile for c's tables: the bf16 tables take the packed
 // driver's blocks, so that the generic driver's online softmax on them is the
 // packed one's (the same bits; tests compare the two).
 template <class T>
 int ForwardKeys(const Ctx<T>& c) {
-  const std::string_view name = c.tiles->name;
-  return name == "amx-bf16" || name == "avx512-bf16" ? kBlockKAmxForward : kBlockK;
+  return Bf16UnitOf(*c.tiles) != Bf16Unit::kNone ? kBlockKBf16Forward : kBlockK;
 }
 
 // Visible range [a, b) of one line of a score tile: either the queries

@@ -58,9 +58,9 @@ struct ProductUnit {
 // Keys per block of the backward: 128, so dQ += dS K runs four k-steps per
 // load and store of its C tiles instead of two (the same k-steps in the same
 // order as two 64-key blocks: the same bits). The forward's blocks are
-// kBlockKAmxForward keys (attention_driver.h).
+// kBlockKBf16Forward keys (attention_driver.h).
 constexpr int kBwdKeys = 128;
-static_assert(kBlockKAmxForward % 2 == 0, "forward tiles keep the parity of an item's first key");
+static_assert(kBlockKBf16Forward % 2 == 0, "forward tiles keep the parity of an item's first key");
 
 // Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
 void ZeroPairs(uint32_t* b, int ld, int from, int to) {
@@ -162,8 +162,8 @@ void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const Pa
   product.Begin();
   const int o_lines = nq * di / 16;  // 64-byte lines of the item's O rows
   int o_prefetched = 0;
-  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockKAmxForward) {
-    const int64_t t1 = std::min<int64_t>(t0 + kBlockKAmxForward, k_end);
+  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockKBf16Forward) {
+    const int64_t t1 = std::min<int64_t>(t0 + kBlockKBf16Forward, k_end);
     const int nk = static_cast<int>(t1 - t0);
     for (int e = std::min(o_lines, o_prefetched + 32); o_prefetched < e; ++o_prefetched) {
       const int r = o_prefetched / (di / 16), x = o_prefetched % (di / 16) * 16;
@@ -183,9 +183,9 @@ void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const Pa
     const uint32_t* vt = kv.VtPairs(g, t0);
     int ldv = kv.ldv;
     if (t0 + 2 * kpp > it.seg_end) {
-      amx::PackPairsOfColumns(c.v + t0 * c.sv + g * d, c.sv, nk, di, w.vt.data(), kBlockKAmxForward / 2);
+      amx::PackPairsOfColumns(c.v + t0 * c.sv + g * d, c.sv, nk, di, w.vt.data(), kBlockKBf16Forward / 2);
       vt = w.vt.data();
-      ldv = kBlockKAmxForward / 2;
+      ldv = kBlockKBf16Forward / 2;
     }
     product(di, mq, kpp, vt, ldv, w.pb.data(), kBlockQ, w.acc.data(), kBlockQ, true);  // Oᵀ += Vᵀ Pᵀ
   }
