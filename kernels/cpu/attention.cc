@@ -5,15 +5,17 @@
 // scratch. Tiles the mask cannot see (kernels/math/attention_visibility.h) are
 // skipped whole — a sliding-window layer costs O(N * w), not O(N^2) — and
 // partially visible tiles are masked row by row.
-// The forward runs one work item per (segment, head, query block). The
-// backward is FlashAttention-2's: P recomputed from the saved lse, D_i =
-// rowsum(dO_i * O_i) precomputed, and per tile exactly five products — S = Q Kᵀ,
-// dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K — with no tile recomputed
-// twice. Its work items are (segment, query head): an item walks the segment's
-// key blocks and, per key block, the query blocks that see it, so it owns the
-// dQ rows of its head (accumulated in its scratch, key blocks ascending) and
-// accumulates dK, dV of its key block; with GQA each query head writes its own
-// dK, dV partial and the partials are summed in head order after. Every output
+// The forward runs one work item per (segment, query block, up to
+// kMaxForwardHeads query heads of one kv head): each K, V tile read serves
+// all the item's heads. The backward is FlashAttention-2's: P recomputed from
+// the saved lse, D_i = rowsum(dO_i * O_i) precomputed, and per tile exactly
+// five products — S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K —
+// with no tile recomputed twice. Its work items are (segment, query head): an
+// item walks the segment's key blocks, kBackwardGroup at a time, and per group
+// the query blocks that see them, so it owns the dQ rows of its head
+// (accumulated in its scratch, key blocks ascending) and accumulates dK, dV of
+// its group's key blocks; with GQA each query head writes its own dK, dV
+// partial and the partials are summed in head order after. Every output
 // element is one fixed chain of operations, so results are bitwise identical
 // for any thread count and schedule, without atomics.
 // The tile operations (products, softmax passes) are kernels/cpu/
@@ -70,56 +72,78 @@ const AttentionTileKernels<double>& KernelsFor<double>(const AttentionConfig&, c
   return AttentionTileKernelsF64();
 }
 
+// Key blocks per pass of the backward over their query tiles (BackwardItem).
+constexpr int kBackwardGroup = 4;
+
 // Per-thread tile scratch; nothing here grows with N except qs, dos, dqa (one
 // segment of one head: scaled Q, dO, the dQ accumulator). Operands are copied
 // to dense buffers because rows of q|k|v at their real strides (H * d and
 // more apart) alias in the L1 cache: the same product with strided operands
-// ran ~25 % slower.
+// ran ~25 % slower. The forward's qt and acc hold kMaxForwardHeads heads,
+// head x at offset x * kBlockQ * d. The backward's key-block buffers (kt, vt, kd, dka, dva)
+// hold kBackwardGroup blocks, block b at offset b * kBlockK * d.
 template <class T>
 struct Scratch {
-  LineVector<T> qt, kt, vt, kd, vd, s, dp, acc, acc2, qs, dos, dqa;
+  LineVector<T> qt, kt, vt, kd, vd, s, dp, acc, dka, dva, qs, dos, dqa;
   std::vector<int> ra, rb;  // the backward's visible key ranges
-  OnlineSoftmax<T> softmax;  // the forward's statistics
+  OnlineSoftmax<T> softmax[kMaxForwardHeads];  // the forward's statistics, per head of an item
   explicit Scratch(int64_t d)
-      : qt(d * kBlockQ), kt(d * kBlockK), vt(d * kBlockK), kd(kBlockK * d), vd(kMaxForwardKeys * d),
-        s(kBlockQ * kMaxForwardKeys), dp(kBlockQ * kBlockK), acc(std::max(kBlockQ, kBlockK) * d), acc2(kBlockK * d),
+      : qt(kMaxForwardHeads * d * kBlockQ), kt(kBackwardGroup * d * kBlockK), vt(kt.size()), kd(kt.size()), vd(kMaxForwardKeys * d),
+        s(kBlockQ * kMaxForwardKeys), dp(kBlockQ * kBlockK), acc(kMaxForwardHeads * kBlockQ * d), dka(kt.size()), dva(kt.size()),
         ra(std::max(kBlockQ, kBlockK)), rb(std::max(kBlockQ, kBlockK)) {}
 };
 
-// Forward of one (segment, query head, query block). Scores are kept
-// transposed, st[j * kBlockQ + i] (key j, query i): the product K_tile Qᵀ
-// reads K rows in place (Q is transposed once per item, not K once per tile)
-// and the online-softmax updates run across queries, i.e. along contiguous
-// memory, so they vectorize without any horizontal reduction.
+// Forward of one (segment, query block) for the item's query heads (of one
+// kv head). Scores are kept transposed, st[j * kBlockQ + i] (key j, query i):
+// the product K_tile Qᵀ reads K rows in place (Q is transposed once per item,
+// not K once per tile) and the online-softmax updates run across queries,
+// i.e. along contiguous memory, so they vectorize without any horizontal
+// reduction. Each K, V tile is read from memory once for all the item's
+// heads; each head folds the same tiles in the same order as an item of its
+// own would.
 template <class T>
 void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   const AttentionTileKernels<T>& K = *c.tiles;
-  const int64_t d = c.d, h = it.head, g = h / c.group, i0 = it.begin;
-  const int nq = static_cast<int>(it.end - i0);
+  const int64_t d = c.d, g = it.head / c.group, i0 = it.begin;
+  const int nq = static_cast<int>(it.end - i0), nh = static_cast<int>(it.heads);
   // Key index of the first query; the item's keys are those its first query
   // sees onward, up to one past the last key its last query sees.
   const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
   T* __restrict st = w.s.data();
-  LoadTransposed(K, c.q + i0 * c.sq + h * d, c.sq, nq, d, c.scale, kBlockQ, w.qt.data());
-  std::fill(w.acc.begin(), w.acc.begin() + nq * d, T(0));
-  w.softmax.Start(nq);
+  for (int x = 0; x < nh; ++x) {
+    LoadTransposed(K, c.q + i0 * c.sq + (it.head + x) * d, c.sq, nq, d, c.scale, kBlockQ,
+                   w.qt.data() + x * d * kBlockQ);
+    std::fill_n(w.acc.data() + x * kBlockQ * d, nq * d, T(0));
+    w.softmax[x].Start(nq);
+  }
   const int bk = ForwardKeys(c);
   for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += bk) {
     const int64_t t1 = std::min<int64_t>(t0 + bk, k_end);
     const int nk = static_cast<int>(t1 - t0);
     const T* kb = c.k + t0 * c.sk + g * d;
-    K.gemm(nk, nq, static_cast<int>(d), kb, c.sk, 1, w.qt.data(), kBlockQ, st, kBlockQ, false);
-    w.softmax.Fold(c, t0, nk, p0, nq, st, w.acc.data());
-    // acc += P V with P(i, j) = st[j * kBlockQ + i]; V copied dense first.
+    // V copied dense, for acc += P V with P(i, j) = st[j * kBlockQ + i].
     for (int j = 0; j < nk; ++j) std::copy_n(c.v + (t0 + j) * c.sv + g * d, d, w.vd.data() + j * d);
-    K.gemm(nq, static_cast<int>(d), nk, st, 1, kBlockQ, w.vd.data(), d, w.acc.data(), d, true);
+    for (int x = 0; x < nh; ++x) {
+      T* acc = w.acc.data() + x * kBlockQ * d;
+      K.gemm(nk, nq, static_cast<int>(d), kb, c.sk, 1, w.qt.data() + x * d * kBlockQ, kBlockQ, st, kBlockQ, false);
+      w.softmax[x].Fold(c, t0, nk, p0, nq, st, acc);
+      K.gemm(nq, static_cast<int>(d), nk, st, 1, kBlockQ, w.vd.data(), d, acc, d, true);
+    }
   }
-  w.softmax.Finish(c, it, w.acc.data());
+  for (int x = 0; x < nh; ++x) w.softmax[x].Finish(c, it, it.head + x, w.acc.data() + x * kBlockQ * d);
 }
 
-// The backward of one (segment, query head): key blocks ascending; per key
-// block the query blocks that see it. Scores are row-major s[i * kBlockK + j]
-// (query i, key j); K and V of the block are transposed once per key block.
+// The backward of one (segment, query head): key blocks ascending, taken
+// kBackwardGroup at a time; per group, the query tiles that see a block of
+// it, ascending, and per query tile the group's blocks it sees, ascending.
+// Scores are row-major s[i * kBlockK + j] (query i, key j); K and V of a
+// block are transposed once per block. Each query tile's staged rows (scaled
+// Q, dO, the dQ accumulator) are read once per group, not once per block:
+// at full causal L = 32,768 a block's query rows (24 MiB per thread) outgrow
+// the L3, and streaming them per block ran ~20 % slower per FLOP than at
+// L = 8,192 (docs/BENCHMARKS.md, issue 16). Every dQ row still adds its key
+// blocks in ascending order and every dK, dV row its query tiles in
+// ascending order: the results are those of one block at a time.
 template <class T>
 void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   const AttentionTileKernels<T>& K = *c.tiles;
@@ -132,39 +156,67 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   // Scaled Q and dO of this segment and head, dense [len][d]; dQ accumulator zeroed.
   StageQueries(c, it, w.qs, w.dos);
   w.dqa.assign(w.qs.size(), T(0));
-  T* dka = w.acc.data();
-  T* dva = w.acc2.data();
-  for (int64_t j0 = sb; j0 < se; j0 += kBlockK) {
-    const int64_t j1 = std::min<int64_t>(j0 + kBlockK, se);
-    const int nk = static_cast<int>(j1 - j0);
-    const T* kb = c.k + j0 * c.sk + g * d;
-    LoadTransposed(K, kb, c.sk, nk, d, T(1), kBlockK, w.kt.data());
-    for (int j = 0; j < nk; ++j) std::copy_n(kb + j * c.sk, d, w.kd.data() + j * d);
-    LoadTransposed(K, c.v + j0 * c.sv + g * d, c.sv, nk, d, T(1), kBlockK, w.vt.data());
-    std::fill(dka, dka + nk * d, T(0));
-    std::fill(dva, dva + nk * d, T(0));
-    // Queries [qlo, qhi) can see a key of the block (offset 0 in the backward).
-    const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
-    const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
-    for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
-      const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0);
+  struct Block {
+    int64_t j0;
+    int nk;
+    int64_t qlo, qhi;  // the queries that can see a key of the block
+  };
+  Block blocks[kBackwardGroup];
+  for (int64_t g0 = sb; g0 < se;) {
+    // The group: up to kBackwardGroup blocks whose query tiles lie on one
+    // grid (a block's tiles start at its first query, as one block at a time
+    // would take them; with the backward's masks that is its first key).
+    int nb = 0;
+    int64_t tlo = 0, thi = 0;
+    for (int64_t j0 = g0; j0 < se && nb < kBackwardGroup; j0 += kBlockK) {
+      const int64_t j1 = std::min<int64_t>(j0 + kBlockK, se);
+      const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
+      const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
+      if (nb > 0 && (qlo < tlo || (qlo - tlo) % kBlockQ != 0)) break;
+      if (nb == 0) tlo = qlo;
+      thi = nb == 0 ? qhi : std::max(thi, qhi);
+      blocks[nb++] = {j0, static_cast<int>(j1 - j0), qlo, qhi};
+    }
+    for (int b = 0; b < nb; ++b) {
+      const int64_t j0 = blocks[b].j0;
+      const int nk = blocks[b].nk;
+      const size_t off = static_cast<size_t>(b) * kBlockK * d;
+      const T* kb = c.k + j0 * c.sk + g * d;
+      LoadTransposed(K, kb, c.sk, nk, d, T(1), kBlockK, w.kt.data() + off);
+      for (int j = 0; j < nk; ++j) std::copy_n(kb + j * c.sk, d, w.kd.data() + off + j * d);
+      LoadTransposed(K, c.v + j0 * c.sv + g * d, c.sv, nk, d, T(1), kBlockK, w.vt.data() + off);
+      std::fill_n(w.dka.data() + off, nk * d, T(0));
+      std::fill_n(w.dva.data() + off, nk * d, T(0));
+    }
+    for (int64_t t0 = tlo; t0 < thi; t0 += kBlockQ) {
       const T* qsb = w.qs.data() + (t0 - sb) * d;
       const T* dob = w.dos.data() + (t0 - sb) * d;
-      T* s = w.s.data();
-      T* dp = w.dp.data();
-      K.gemm(nq, nk, di, qsb, d, 1, w.kt.data(), kBlockK, s, kBlockK, false);      // S = Qs Kᵀ
-      K.gemm(nq, nk, di, dob, d, 1, w.vt.data(), kBlockK, dp, kBlockK, false);      // dP = dO Vᵀ
-      for (int r = 0; r < nq; ++r) {
-        const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
-        ra[r] = rr.a;
-        rb[r] = rr.b;
+      T* dqb = w.dqa.data() + (t0 - sb) * d;
+      for (int b = 0; b < nb; ++b) {
+        const Block& kbk = blocks[b];
+        if (t0 < kbk.qlo || t0 >= kbk.qhi) continue;
+        const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, kbk.qhi) - t0), nk = kbk.nk;
+        const size_t off = static_cast<size_t>(b) * kBlockK * d;
+        T* s = w.s.data();
+        T* dp = w.dp.data();
+        K.gemm(nq, nk, di, qsb, d, 1, w.kt.data() + off, kBlockK, s, kBlockK, false);  // S = Qs Kᵀ
+        K.gemm(nq, nk, di, dob, d, 1, w.vt.data() + off, kBlockK, dp, kBlockK, false);  // dP = dO Vᵀ
+        for (int r = 0; r < nq; ++r) {
+          const Range rr = KeysSeenBy(c, sb, t0 + r, kbk.j0, nk);
+          ra[r] = rr.a;
+          rb[r] = rr.b;
+        }
+        K.tile_backward(s, dp, nq, kBlockK, nk, ra, rb, lse + t0, drow + t0);      // s = P, dp = dS
+        K.gemm(nk, di, nq, s, 1, kBlockK, dob, d, w.dva.data() + off, d, true);    // dV += Pᵀ dO
+        K.gemm(nk, di, nq, dp, 1, kBlockK, qsb, d, w.dka.data() + off, d, true);   // dK += dSᵀ Qs
+        K.gemm(nq, di, nk, dp, kBlockK, 1, w.kd.data() + off, d, dqb, d, true);    // dQ += dS K
       }
-      K.tile_backward(s, dp, nq, kBlockK, nk, ra, rb, lse + t0, drow + t0);  // s = P, dp = dS
-      K.gemm(nk, di, nq, s, 1, kBlockK, dob, d, dva, d, true);                // dV += Pᵀ dO
-      K.gemm(nk, di, nq, dp, 1, kBlockK, qsb, d, dka, d, true);               // dK += dSᵀ Qs
-      K.gemm(nq, di, nk, dp, kBlockK, 1, w.kd.data(), d, w.dqa.data() + (t0 - sb) * d, d, true);  // dQ += dS K
     }
-    WriteKeyBlock(c, it, j0, nk, dka, dva);
+    for (int b = 0; b < nb; ++b) {
+      const size_t off = static_cast<size_t>(b) * kBlockK * d;
+      WriteKeyBlock(c, it, blocks[b].j0, blocks[b].nk, w.dka.data() + off, w.dva.data() + off);
+    }
+    g0 = blocks[nb - 1].j0 + blocks[nb - 1].nk;
   }
   WriteDq(c, it, w.dqa.data());
 }

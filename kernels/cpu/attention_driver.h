@@ -50,30 +50,41 @@ struct Ctx : AttentionView<T> {
 };
 
 // A block of rows [begin, end) inside the segment [seg_begin, seg_end), plus
-// the head it is computed for. Forward items: rows are queries, the segment
-// bounds are those of the keys, and query row i sits at key index i + shift
-// (0 unless the keys have their own segments).
+// the heads it is computed for, [head, head + heads). Forward items: rows are
+// queries, the segment bounds are those of the keys, and query row i sits at
+// key index i + shift (0 unless the keys have their own segments).
 struct Item {
   int64_t seg_begin, seg_end, begin, end;
   int64_t head;
   int64_t shift = 0;
+  int64_t heads = 1;
 };
 
+// Query heads per forward item at most: the query heads of one kv head that
+// share the item's K, V tiles (ForwardItem), each with its own Qᵀ, output
+// accumulator and softmax statistics in the thread's scratch.
+constexpr int kMaxForwardHeads = 4;
+
 // Forward items: query blocks of each segment, with the key segment's bounds
-// and the bottom-right shift (the last query of a segment is its last key).
-// Ordered kv head by kv head (the query heads of one kv head varying fastest,
-// then the blocks): the two threads share one kv head's keys, and the keys
-// in cache are one kv head's, not all of them — at 16,384 tokens the K, V of
-// all kv heads of ref-b (32 MiB) outgrow a 32 MiB L3, one kv head's do not.
+// and the bottom-right shift (the last query of a segment is its last key),
+// each for up to kMaxForwardHeads query heads of one kv head: a K, V tile
+// read from memory serves them all (at full causal L = 32,768 the keys one
+// item streams, 16 MiB per kv head, outgrow the cache, and one query head per
+// item ran ~20 % slower per FLOP than at L = 8,192: docs/BENCHMARKS.md,
+// issue 16). Ordered kv head by kv head, then the blocks: the two threads
+// share one kv head's keys, and the keys in cache are one kv head's, not all
+// of them — at 16,384 tokens the K, V of all kv heads of ref-b (32 MiB)
+// outgrow a 32 MiB L3, one kv head's do not.
 inline std::vector<Item> MakeForwardItems(const int32_t* cu, const int32_t* cu_k, int64_t segments, int block,
                                           int64_t heads, int64_t group) {
   std::vector<Item> items;
   for (int64_t s = 0; s < segments; ++s)
     for (int64_t g = 0; g < heads / group; ++g)
       for (int64_t b = cu[s]; b < cu[s + 1]; b += block)
-        for (int64_t h = g * group; h < (g + 1) * group; ++h)
+        for (int64_t h = g * group; h < (g + 1) * group; h += kMaxForwardHeads)
           items.push_back({cu_k[s], cu_k[s + 1], b, std::min<int64_t>(b + block, cu[s + 1]), h,
-                           math::QueryKeyShift(cu[s + 1], cu_k[s + 1])});
+                           math::QueryKeyShift(cu[s + 1], cu_k[s + 1]),
+                           std::min<int64_t>(kMaxForwardHeads, (g + 1) * group - h)});
   return items;
 }
 
@@ -191,23 +202,23 @@ struct OnlineSoftmax {
   void InvSums(int nq, T* inv) const {
     for (int i = 0; i < nq; ++i) inv[i] = math::SoftmaxInvSum(l[i]);
   }
-  // lse of the item's queries.
-  void WriteLse(const Ctx<T>& c, const Item& it) const {
-    T* lse = c.lse + it.head * c.slse + it.begin;
+  // lse of the item's queries for head h.
+  void WriteLse(const Ctx<T>& c, const Item& it, int64_t h) const {
+    T* lse = c.lse + h * c.slse + it.begin;
     for (int64_t i = 0; i < it.end - it.begin; ++i) lse[i] = math::SoftmaxLse(m[i], l[i]);
   }
-  // O = acc / l (acc: nq rows of d) and lse of the item's queries. The AMX
-  // driver, whose acc is transposed, writes O with amx::StoreTransposed and
-  // InvSums instead: the same product per element.
-  void Finish(const Ctx<T>& c, const Item& it, const T* acc) const {
-    const int64_t d = c.d, h = it.head, i0 = it.begin;
+  // O = acc / l (acc: nq rows of d) and lse of the item's queries for head
+  // h. The packed driver, whose acc is transposed, writes O with
+  // amx::StoreTransposed and InvSums instead: the same product per element.
+  void Finish(const Ctx<T>& c, const Item& it, int64_t h, const T* acc) const {
+    const int64_t d = c.d, i0 = it.begin;
     for (int64_t i = 0; i < it.end - i0; ++i) {
       const T inv = math::SoftmaxInvSum(l[i]);
       T* orow = c.o + (i0 + i) * c.so + h * d;
       const T* arow = acc + i * d;
       for (int64_t x = 0; x < d; ++x) orow[x] = arow[x] * inv;
     }
-    WriteLse(c, it);
+    WriteLse(c, it, h);
   }
 };
 

@@ -60,6 +60,8 @@ struct ProductUnit {
 // order as two 64-key blocks: the same bits). The forward's blocks are
 // kBlockKBf16Forward keys (attention_driver.h).
 constexpr int kBwdKeys = 128;
+// Key blocks per pass of the backward over their query tiles (BackwardItem).
+constexpr int kBwdGroup = 4;
 static_assert(kBlockKBf16Forward % 2 == 0, "forward tiles keep the parity of an item's first key");
 
 // Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
@@ -130,16 +132,18 @@ void PackKv(const Ctx<float>& c, const bool parity[2], PackedKv& kv) {
     }
 }
 
+// The backward's key-block buffers (ktb, vtb, kdb, dkt, dvt, pt, dst) hold
+// kBwdGroup blocks, block b at offset b times one block's size (Block()).
 struct PackedScratch {
-  LineVector<float> st, acc, acc2, s, dp, dqa, inv;
+  LineVector<float> st, acc, dkt, dvt, s, dp, dqa, inv;
   LineVector<uint32_t> qb, pa, pt, dst, pb, vt, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
   std::vector<int> ra, rb;  // the backward's visible key ranges
-  OnlineSoftmax<float> softmax;  // the forward's statistics
+  OnlineSoftmax<float> softmax[kMaxForwardHeads];  // the forward's statistics, per head of an item
   explicit PackedScratch(int64_t d)
-      : st(kMaxForwardKeys * kBlockQ), acc(kBwdKeys * d), acc2(kBwdKeys * d), s(kBlockQ * kBwdKeys),
-        dp(kBlockQ * kBwdKeys), inv(kBlockQ), qb(d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2),
-        pt(kBwdKeys * kBlockQ), dst(kBwdKeys * kBlockQ), pb(kMaxForwardKeys / 2 * kBlockQ),
-        vt(d * kMaxForwardKeys / 2), ktb(d / 2 * kBwdKeys), vtb(d / 2 * kBwdKeys), kdb(kBwdKeys / 2 * d),
+      : st(kMaxForwardKeys * kBlockQ), acc(kMaxForwardHeads * d * kBlockQ), dkt(kBwdGroup * kBwdKeys * d), dvt(dkt.size()),
+        s(kBlockQ * kBwdKeys), dp(kBlockQ * kBwdKeys), inv(kBlockQ), qb(kMaxForwardHeads * d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2),
+        pt(kBwdGroup * kBwdKeys * kBlockQ), dst(pt.size()), pb(kMaxForwardKeys / 2 * kBlockQ),
+        vt(d * kMaxForwardKeys / 2), ktb(kBwdGroup * d / 2 * kBwdKeys), vtb(ktb.size()), kdb(ktb.size()),
         ra(kBlockK), rb(kBlockK) {}
 };
 
@@ -149,36 +153,31 @@ struct PackedScratch {
 // registers (amx::ExpSumPairs), with no transposing conversion; the tile unit
 // gives Oᵀ the bits of O = P V (the same k-steps in the same order).
 void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const PackedKv& kv, ProductUnit product) {
-  const int64_t d = c.d, h = it.head, g = h / c.group, i0 = it.begin;
+  const int64_t d = c.d, g = it.head / c.group, i0 = it.begin;
   const int di = static_cast<int>(d), kp = di / 2;
-  const int nq = static_cast<int>(it.end - i0), mq = RoundUp16(nq);
+  const int nq = static_cast<int>(it.end - i0), mq = RoundUp16(nq), nh = static_cast<int>(it.heads);
   const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
   float* st = w.st.data();
-  OnlineSoftmax<float>& sm = w.softmax;
-  // Scaled Qᵀ as B, [kp][64] (columns past mq are not read).
-  amx::PackRowPairsTransposed(c.q + i0 * c.sq + h * d, c.sq, nq, di, c.scale, w.qb.data(), kBlockQ);
-  std::fill(w.acc.begin(), w.acc.begin() + d * kBlockQ, 0.f);
-  sm.Start(nq);
+  // Per head x of the item: scaled Qᵀ as B, [kp][64] (columns past mq are
+  // not read), at qb + x * kp * kBlockQ; Oᵀ at acc + x * d * kBlockQ.
+  for (int x = 0; x < nh; ++x) {
+    amx::PackRowPairsTransposed(c.q + i0 * c.sq + (it.head + x) * d, c.sq, nq, di, c.scale,
+                                w.qb.data() + x * kp * kBlockQ, kBlockQ);
+    std::fill_n(w.acc.data() + x * d * kBlockQ, d * kBlockQ, 0.f);
+    w.softmax[x].Start(nq);
+  }
   product.Begin();
-  const int o_lines = nq * di / 16;  // 64-byte lines of the item's O rows
+  const int o_lines = nq * di / 16;  // 64-byte lines of one head's O rows
   int o_prefetched = 0;
   for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockKBf16Forward) {
     const int64_t t1 = std::min<int64_t>(t0 + kBlockKBf16Forward, k_end);
     const int nk = static_cast<int>(t1 - t0);
-    for (int e = std::min(o_lines, o_prefetched + 32); o_prefetched < e; ++o_prefetched) {
-      const int r = o_prefetched / (di / 16), x = o_prefetched % (di / 16) * 16;
-      __builtin_prefetch(c.o + (i0 + r) * c.so + h * d + x, 1, 3);
+    for (int e = std::min(nh * o_lines, o_prefetched + 32); o_prefetched < e; ++o_prefetched) {
+      const int x = o_prefetched / o_lines, line = o_prefetched % o_lines;
+      const int r = line / (di / 16), col = line % (di / 16) * 16;
+      __builtin_prefetch(c.o + (i0 + r) * c.so + (it.head + x) * d + col, 1, 3);
     }
-    product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data(), kBlockQ, st, kBlockQ, false);  // Sᵀ
-    // Fold's statistics, then its exp pass writing P as key pairs of the
-    // queries (B, [kpp][kBlockQ], zero past nq and in pairs past nk), and the
-    // rescale of Oᵀ's columns.
     const int kpp = RoundUp16((nk + 1) / 2);
-    sm.FoldMax(c, t0, nk, p0, nq, st);
-    amx::ExpSumPairs(st, nk, kBlockQ, nq, sm.ra.data(), sm.rb.data(), sm.msafe.data(), sm.l.data(), w.pb.data(),
-                     kBlockQ);
-    ZeroPairs(w.pb.data(), kBlockQ, (nk + 1) / 2, kpp);
-    amx::ScaleColumns(w.acc.data(), di, kBlockQ, nq, sm.alpha.data());
     // Vᵀ pre-converted unless this tile's pairs reach past the segment.
     const uint32_t* vt = kv.VtPairs(g, t0);
     int ldv = kv.ldv;
@@ -187,12 +186,29 @@ void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const Pa
       vt = w.vt.data();
       ldv = kBlockKBf16Forward / 2;
     }
-    product(di, mq, kpp, vt, ldv, w.pb.data(), kBlockQ, w.acc.data(), kBlockQ, true);  // Oᵀ += Vᵀ Pᵀ
+    for (int x = 0; x < nh; ++x) {
+      OnlineSoftmax<float>& sm = w.softmax[x];
+      float* acc = w.acc.data() + x * d * kBlockQ;
+      product(RoundUp16(nk), mq, kp, kv.KRows(g, t0), kp, w.qb.data() + x * kp * kBlockQ, kBlockQ, st, kBlockQ,
+              false);  // Sᵀ
+      // Fold's statistics, then its exp pass writing P as key pairs of the
+      // queries (B, [kpp][kBlockQ], zero past nq and in pairs past nk), and
+      // the rescale of Oᵀ's columns.
+      sm.FoldMax(c, t0, nk, p0, nq, st);
+      amx::ExpSumPairs(st, nk, kBlockQ, nq, sm.ra.data(), sm.rb.data(), sm.msafe.data(), sm.l.data(), w.pb.data(),
+                       kBlockQ);
+      ZeroPairs(w.pb.data(), kBlockQ, (nk + 1) / 2, kpp);
+      amx::ScaleColumns(acc, di, kBlockQ, nq, sm.alpha.data());
+      product(di, mq, kpp, vt, ldv, w.pb.data(), kBlockQ, acc, kBlockQ, true);  // Oᵀ += Vᵀ Pᵀ
+    }
   }
   // O = Oᵀ's columns / l, through register transposes.
-  sm.InvSums(nq, w.inv.data());
-  amx::StoreTransposed(w.acc.data(), kBlockQ, di, nq, c.o + i0 * c.so + h * d, c.so, w.inv.data());
-  sm.WriteLse(c, it);
+  for (int x = 0; x < nh; ++x) {
+    w.softmax[x].InvSums(nq, w.inv.data());
+    amx::StoreTransposed(w.acc.data() + x * d * kBlockQ, kBlockQ, di, nq, c.o + i0 * c.so + (it.head + x) * d, c.so,
+                         w.inv.data());
+    w.softmax[x].WriteLse(c, it, it.head + x);
+  }
 }
 
 // Backward, after a key block [j0, j0 + nk): its dK, dV from the transposed
@@ -271,107 +287,158 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       zeroed = to;
     }
   };
-  float* dkt = w.acc.data();   // dKᵀ, [d][kBwdKeys]
-  float* dvt = w.acc2.data();  // dVᵀ
   float* s = w.s.data();
   float* dp = w.dp.data();
-  product.Begin();
-  for (int64_t j0 = sb; j0 < se; j0 += kBwdKeys) {
-    const int64_t j1 = std::min<int64_t>(j0 + kBwdKeys, se);
-    const int nk = static_cast<int>(j1 - j0), mk = RoundUp16(nk), kpk = RoundUp16((nk + 1) / 2);
-    const float* kb = c.k + j0 * c.sk + g * d;
-    // Kᵀ and Vᵀ as B, [kp][kBwdKeys] (columns past mk are not read).
-    amx::PackRowPairsTransposed(kb, c.sk, nk, di, 1.f, w.ktb.data(), kBwdKeys);
-    amx::PackRowPairsTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, di, 1.f, w.vtb.data(), kBwdKeys);
-    amx::PackPairsOfRows(kb, c.sk, nk, di, w.kdb.data(), di);                         // K as B: key pairs
-    ZeroPairs(w.kdb.data(), di, (nk + 1) / 2, kpk);
-    std::fill(dkt, dkt + d * kBwdKeys, 0.f);
-    std::fill(dvt, dvt + d * kBwdKeys, 0.f);
-    const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
-    const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
-    // Every row this block's tiles read or write: whole 16-row groups of the
-    // last tile, and the pairs a pair of tiles reaches.
-    need_rows(std::min<int64_t>(rows, RoundUp16(static_cast<int>(qhi - sb)) + kBlockQ));
-    bool pending = false;  // a full tile's P, dS pairs wait in pair rows 0-31 of pt, dst
-    int64_t pending_u = 0;
-    for (int64_t t0 = qlo; t0 < qhi; t0 += kBlockQ) {
-      const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, qhi) - t0), mq = RoundUp16(nq);
-      const int kpq = RoundUp16((nq + 1) / 2);
-      const int64_t u = t0 - sb;
-      // The key columns any row of the tile sees, [c0, c1) in 32-key steps:
-      // at a causal diagonal or a window's far edge half a 128-key block is
-      // hidden from the whole tile, and its products and softmax pass are
-      // skipped (their P and dS would be exact zeros, whose products add
-      // nothing: the same bits). ra, rb become relative to c0.
-      int lo = nk, hi = 0;
-      for (int r = 0; r < nq; ++r) {
-        const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
-        ra[r] = rr.a;
-        rb[r] = rr.b;
-        if (rr.a < rr.b) {
-          lo = std::min(lo, rr.a);
-          hi = std::max(hi, rr.b);
-        }
+  // A key block of the group and where its buffers are (Kᵀ, Vᵀ as B
+  // [kp][kBwdKeys], K as B key pairs [kBwdKeys / 2][d], dKᵀ and dVᵀ
+  // [d][kBwdKeys], P and dS pairs [kBlockQ][kBwdKeys]); pending: a full
+  // tile's P, dS pairs wait in pair rows 0-31 of the block's pt, dst.
+  struct Block {
+    int64_t j0, qlo, qhi;  // qlo, qhi: the queries that can see a key of the block
+    int nk, mk, kpk;
+    uint32_t *ktb, *vtb, *kdb, *pt, *dst;
+    float *dkt, *dvt;
+    bool pending;
+    int64_t pending_u;
+  };
+  Block blocks[kBwdGroup];
+  // The products of query tile t0 against block kb. P and dS pairs of query
+  // rows (B, row stride kBwdKeys): a full tile at an even offset that sees
+  // every column waits in pair rows 0-31 for the block's next such tile (rows
+  // 32-63), so dVᵀ and dKᵀ take both in one product — k-steps in the same
+  // order, C stored and reloaded half as often, the same bits; a waiting tile
+  // goes alone when the next sees fewer columns. dS as A rows of key pairs
+  // for dQ, zero in the rows past nq.
+  auto tile = [&](Block& kb, int64_t t0) {
+    const int64_t j0 = kb.j0;
+    const int nk = kb.nk, mk = kb.mk, kpk = kb.kpk;
+    const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, kb.qhi) - t0), mq = RoundUp16(nq);
+    const int kpq = RoundUp16((nq + 1) / 2);
+    const int64_t u = t0 - sb;
+    // The key columns any row of the tile sees, [c0, c1) in 32-key steps:
+    // at a causal diagonal or a window's far edge half a 128-key block is
+    // hidden from the whole tile, and its products and softmax pass are
+    // skipped (their P and dS would be exact zeros, whose products add
+    // nothing: the same bits). ra, rb become relative to c0.
+    int lo = nk, hi = 0;
+    for (int r = 0; r < nq; ++r) {
+      const Range rr = KeysSeenBy(c, sb, t0 + r, j0, nk);
+      ra[r] = rr.a;
+      rb[r] = rr.b;
+      if (rr.a < rr.b) {
+        lo = std::min(lo, rr.a);
+        hi = std::max(hi, rr.b);
       }
-      if (lo >= hi) {  // no row sees a key of the block (not for [qlo, qhi) of these masks): the whole width
-        lo = 0;
-        hi = nk;
-      }
-      const int c0 = lo / 32 * 32;
-      const int c1n = std::min(mk, (hi + 31) / 32 * 32);       // product columns (keys), <= mk
-      const int c1k = std::min(2 * kpk, (hi + 31) / 32 * 32);  // k-pairs of dQ's product, x 2
-      const bool all_columns = c0 == 0 && c1n == mk && c1k == 2 * kpk;
-      for (int r = 0; r < nq; ++r) {
-        ra[r] = std::max(ra[r] - c0, 0);
-        rb[r] = std::max(rb[r] - c0, ra[r]);
-      }
-      product(mq, c1n - c0, kp, w.qsa.data() + u * kp, kp, w.ktb.data() + c0, kBwdKeys, s + c0, kBwdKeys,
-              false);  // S
-      product(mq, c1n - c0, kp, w.dosa.data() + u * kp, kp, w.vtb.data() + c0, kBwdKeys, dp + c0, kBwdKeys,
-              false);  // dP
-      // P and dS pairs of query rows (B, row stride kBwdKeys): a full tile at
-      // an even offset that sees every column waits in pair rows 0-31 for the
-      // next such tile (rows 32-63), so dVᵀ and dKᵀ take both in one product —
-      // k-steps in the same order, C stored and reloaded half as often, the
-      // same bits; a waiting tile goes alone when the next sees fewer columns.
-      // dS as A rows of key pairs for dQ, zero in the rows past nq.
-      if (pending && !all_columns) {
-        product(di, mk, kBlockQ / 2, w.dosb.data() + pending_u / 2, ldt, w.pt.data(), kBwdKeys, dvt, kBwdKeys, true);
-        product(di, mk, kBlockQ / 2, w.qsb.data() + pending_u / 2, ldt, w.dst.data(), kBwdKeys, dkt, kBwdKeys, true);
-        pending = false;
-      }
-      const int off = pending ? kBlockQ / 2 : 0;
-      if (nq != mq) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
-      amx::BackwardPairs(s + c0, dp + c0, nq, kBwdKeys, c1n - c0, c1k - c0, ra, rb, lse + t0, drow + t0,
-                         w.pt.data() + off * kBwdKeys + c0, w.dst.data() + off * kBwdKeys + c0, kBwdKeys,
-                         w.pa.data() + c0 / 2, kpk);
-      ZeroPairs(w.pt.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
-      ZeroPairs(w.dst.data(), kBwdKeys, off + (nq + 1) / 2, off + kpq);
-      product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, w.kdb.data() + c0 / 2 * di, di,
-              w.dqa.data() + u * d, di, true);  // dQ += dS K
-      if (!pending && all_columns && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < qhi) {
-        pending = true;
-        pending_u = u;
-        continue;
-      }
-      // dOᵀ and Qsᵀ of the tile(s) as A: the item's pairs from query u0 on
-      // (pairs past the segment's end are the zero tail). u0 is even: a key
-      // block's first query is its first key (the backward has no diagonal
-      // offset: AttentionParams::Validate), an even offset from the segment's
-      // start, and tiles follow in steps of kBlockQ.
-      const int64_t u0 = pending ? pending_u : u;
-      CHECK(u0 % 2 == 0) << "packed bf16 attention backward: query tile at odd offset " << u0;
-      const int kpt = off + kpq;
-      // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS (on the tile's columns)
-      product(di, c1n - c0, kpt, w.dosb.data() + u0 / 2, ldt, w.pt.data() + c0, kBwdKeys, dvt + c0, kBwdKeys, true);
-      product(di, c1n - c0, kpt, w.qsb.data() + u0 / 2, ldt, w.dst.data() + c0, kBwdKeys, dkt + c0, kBwdKeys, true);
-      pending = false;
     }
-    WriteKeyBlockTransposed(c, it, j0, nk, dkt, dvt, kBwdKeys);
-    // Queries before the next block's first key see no later key.
-    const int64_t done = std::min<int64_t>(len, j1 - sb);
+    if (lo >= hi) {  // no row sees a key of the block (not for [qlo, qhi) of these masks): the whole width
+      lo = 0;
+      hi = nk;
+    }
+    const int c0 = lo / 32 * 32;
+    const int c1n = std::min(mk, (hi + 31) / 32 * 32);       // product columns (keys), <= mk
+    const int c1k = std::min(2 * kpk, (hi + 31) / 32 * 32);  // k-pairs of dQ's product, x 2
+    const bool all_columns = c0 == 0 && c1n == mk && c1k == 2 * kpk;
+    for (int r = 0; r < nq; ++r) {
+      ra[r] = std::max(ra[r] - c0, 0);
+      rb[r] = std::max(rb[r] - c0, ra[r]);
+    }
+    product(mq, c1n - c0, kp, w.qsa.data() + u * kp, kp, kb.ktb + c0, kBwdKeys, s + c0, kBwdKeys, false);  // S
+    product(mq, c1n - c0, kp, w.dosa.data() + u * kp, kp, kb.vtb + c0, kBwdKeys, dp + c0, kBwdKeys, false);  // dP
+    if (kb.pending && !all_columns) {
+      product(di, mk, kBlockQ / 2, w.dosb.data() + kb.pending_u / 2, ldt, kb.pt, kBwdKeys, kb.dvt, kBwdKeys, true);
+      product(di, mk, kBlockQ / 2, w.qsb.data() + kb.pending_u / 2, ldt, kb.dst, kBwdKeys, kb.dkt, kBwdKeys, true);
+      kb.pending = false;
+    }
+    const int off = kb.pending ? kBlockQ / 2 : 0;
+    if (nq != mq) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
+    amx::BackwardPairs(s + c0, dp + c0, nq, kBwdKeys, c1n - c0, c1k - c0, ra, rb, lse + t0, drow + t0,
+                       kb.pt + off * kBwdKeys + c0, kb.dst + off * kBwdKeys + c0, kBwdKeys, w.pa.data() + c0 / 2,
+                       kpk);
+    ZeroPairs(kb.pt, kBwdKeys, off + (nq + 1) / 2, off + kpq);
+    ZeroPairs(kb.dst, kBwdKeys, off + (nq + 1) / 2, off + kpq);
+    product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, kb.kdb + c0 / 2 * di, di, w.dqa.data() + u * d, di,
+            true);  // dQ += dS K
+    if (!kb.pending && all_columns && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < kb.qhi) {
+      kb.pending = true;
+      kb.pending_u = u;
+      return;
+    }
+    // dOᵀ and Qsᵀ of the tile(s) as A: the item's pairs from query u0 on
+    // (pairs past the segment's end are the zero tail). u0 is even: a key
+    // block's first query is its first key (the backward has no diagonal
+    // offset: AttentionParams::Validate), an even offset from the segment's
+    // start, and tiles follow in steps of kBlockQ.
+    const int64_t u0 = kb.pending ? kb.pending_u : u;
+    CHECK(u0 % 2 == 0) << "packed bf16 attention backward: query tile at odd offset " << u0;
+    const int kpt = off + kpq;
+    // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS (on the tile's columns)
+    product(di, c1n - c0, kpt, w.dosb.data() + u0 / 2, ldt, kb.pt + c0, kBwdKeys, kb.dvt + c0, kBwdKeys, true);
+    product(di, c1n - c0, kpt, w.qsb.data() + u0 / 2, ldt, kb.dst + c0, kBwdKeys, kb.dkt + c0, kBwdKeys, true);
+    kb.pending = false;
+  };
+  product.Begin();
+  // Key blocks ascending, kBwdGroup at a time; per group the query tiles
+  // that see a block of it, ascending, and per tile the group's blocks it
+  // sees, ascending: each tile's packed Q, dO rows and dQ rows are read once
+  // per group, not once per block (the generic driver's BackwardItem says
+  // why). Every dQ row still adds its key blocks in ascending order and every
+  // dKᵀ, dVᵀ column its query tiles in ascending order: the same bits.
+  for (int64_t g0 = sb; g0 < se;) {
+    int nb = 0;
+    int64_t tlo = 0, thi = 0;
+    for (int64_t j0 = g0; j0 < se && nb < kBwdGroup; j0 += kBwdKeys) {
+      const int64_t j1 = std::min<int64_t>(j0 + kBwdKeys, se);
+      const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
+      const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
+      // One grid of query tiles (a block's tiles start at its first query).
+      if (nb > 0 && (qlo < tlo || (qlo - tlo) % kBlockQ != 0)) break;
+      if (nb == 0) tlo = qlo;
+      thi = nb == 0 ? qhi : std::max(thi, qhi);
+      const int nk = static_cast<int>(j1 - j0);
+      const size_t key_pairs = static_cast<size_t>(nb) * (d / 2) * kBwdKeys;  // one block's ktb, vtb, kdb
+      const size_t acc_off = static_cast<size_t>(nb) * d * kBwdKeys;
+      const size_t pair_off = static_cast<size_t>(nb) * kBwdKeys * kBlockQ;
+      Block& kb = blocks[nb++];
+      kb = {j0,
+            qlo,
+            qhi,
+            nk,
+            RoundUp16(nk),
+            RoundUp16((nk + 1) / 2),
+            w.ktb.data() + key_pairs,
+            w.vtb.data() + key_pairs,
+            w.kdb.data() + key_pairs,
+            w.pt.data() + pair_off,
+            w.dst.data() + pair_off,
+            w.dkt.data() + acc_off,
+            w.dvt.data() + acc_off,
+            false,
+            0};
+      const float* kr = c.k + j0 * c.sk + g * d;
+      // Kᵀ and Vᵀ as B, [kp][kBwdKeys] (columns past mk are not read).
+      amx::PackRowPairsTransposed(kr, c.sk, nk, di, 1.f, kb.ktb, kBwdKeys);
+      amx::PackRowPairsTransposed(c.v + j0 * c.sv + g * d, c.sv, nk, di, 1.f, kb.vtb, kBwdKeys);
+      amx::PackPairsOfRows(kr, c.sk, nk, di, kb.kdb, di);  // K as B: key pairs
+      ZeroPairs(kb.kdb, di, (nk + 1) / 2, kb.kpk);
+      std::fill(kb.dkt, kb.dkt + d * kBwdKeys, 0.f);
+      std::fill(kb.dvt, kb.dvt + d * kBwdKeys, 0.f);
+    }
+    // Every row this group's tiles read or write: whole 16-row groups of the
+    // last tile, and the pairs a pair of tiles reaches.
+    need_rows(std::min<int64_t>(rows, RoundUp16(static_cast<int>(thi - sb)) + kBlockQ));
+    for (int64_t t0 = tlo; t0 < thi; t0 += kBlockQ)
+      for (int b = 0; b < nb; ++b)
+        if (t0 >= blocks[b].qlo && t0 < blocks[b].qhi) tile(blocks[b], t0);
+    for (int b = 0; b < nb; ++b) {
+      CHECK(!blocks[b].pending) << "packed bf16 attention backward: a tile's dK, dV left pending";
+      WriteKeyBlockTransposed(c, it, blocks[b].j0, blocks[b].nk, blocks[b].dkt, blocks[b].dvt, kBwdKeys);
+    }
+    // Queries before the next group's first key see no later key.
+    const int64_t j_end = blocks[nb - 1].j0 + blocks[nb - 1].nk;
+    const int64_t done = std::min<int64_t>(len, j_end - sb);
     WriteDq(c, it, w.dqa.data(), written, done);
     written = done;
+    g0 = j_end;
   }
   WriteDq(c, it, w.dqa.data(), written, len);
 }

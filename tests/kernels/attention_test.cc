@@ -60,6 +60,7 @@ std::vector<Case> AllCases() {
   cs.push_back({"GqaKv2Documents", kDocs, 4, 2, 32, 0, 0, false, 40});
   cs.push_back({"GqaKv1Documents", kDocs, 4, 1, 32, 0, 0, false, 41});
   cs.push_back({"GqaKv1Window37", kDocs, 4, 1, 16, 37, 0, false, 42});
+  cs.push_back({"Gqa6PerKvHeadWindow37", kDocs, 6, 1, 16, 37, 0, false, 43});
   cs.push_back({"StridedQkvGqaDocs", kDocs, 4, 2, 24, 0, 0, true, 50});
   cs.push_back({"StridedQkvWindow100", kDocs, 4, 2, 16, 100, 0, true, 51});
   cs.push_back({"StridedQkvMha", {200, 70}, 2, 2, 64, 0, 0, true, 52});
@@ -297,6 +298,11 @@ std::vector<Case> IsaCases() {
   cs.push_back({"Window100D64Docs", {77, 500, 1, 130}, 4, 2, 64, 100, 0, false, 73});
   cs.push_back({"Window64D128", {450}, 2, 1, 128, 64, 0, true, 74});
   cs.push_back({"OddHeadDim13Window37", kDocs, 4, 2, 13, 37, 0, true, 75});
+  // Six query heads per kv head: forward items of four heads and of two
+  // (kMaxForwardHeads); a window spanning several key blocks, so the
+  // backward's groups of key blocks see query ranges of different ends.
+  cs.push_back({"Gqa6Window300D32", {77, 700}, 6, 1, 32, 300, 0, false, 76});
+  cs.push_back({"Gqa6FullD64", {900}, 6, 1, 64, 0, 0, true, 77});
   return cs;
 }
 

@@ -176,8 +176,13 @@ absl::Status ParseLengths(const std::string& text, std::vector<int64_t>* out) {
 int RunBenchAttentionCommand(const std::string& config_path, const std::vector<std::string>& overrides_in) {
   std::vector<std::string> overrides = overrides_in;
   std::string lengths_text = "2048,4096,8192,16384,32768", kinds_text = "swa";
+  std::string layer_text = "true";
   int window = 1024, repeats = 3, max_full_len = 32768;
   absl::Status st = TakeStringOverride(overrides, "lengths", &lengths_text);
+  if (st.ok()) st = TakeStringOverride(overrides, "layer", &layer_text);
+  if (st.ok() && layer_text != "true" && layer_text != "false")
+    st = absl::InvalidArgumentError(absl::StrCat("--layer: \"", layer_text, "\" is not true or false"));
+  const bool time_layer = layer_text == "true";
   if (st.ok()) st = TakeStringOverride(overrides, "kinds", &kinds_text);
   if (st.ok()) st = TakeIntOverride(overrides, "window", 1, &window);
   if (st.ok()) st = TakeIntOverride(overrides, "repeats", 1, &repeats);
@@ -202,8 +207,8 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
               dims->name.c_str(), dims->hidden, dims->heads, dims->kv_heads, dims->head_dim, dims->ffn,
               be->name().c_str(), threads);
   std::printf("  attention op = AttentionForward + AttentionBackward on one L-token segment; layer = 1-layer model\n"
-              "  ForwardBackward (vocab 260); ms/token = median of %d after 1 warm-up, divided by L\n",
-              repeats);
+              "  ForwardBackward (vocab 260)%s; ms/token = median of %d after 1 warm-up, divided by L\n",
+              time_layer ? "" : ", not timed (--layer=false: its columns are 0)", repeats);
   // The limit of this run's precision, measured now (before the lengths, so a
   // loaded machine shows in both alike): attention of a bf16 run is a fraction
   // of the bf16 GEMM peak, of fp32 of the sgemm peak.
@@ -236,8 +241,9 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
     for (int64_t L : lengths) {
       if (!swa && L > max_full_len) continue;
       const AttentionResult a = TimeAttentionOp(be, *dims, L, w, repeats);
-      const LayerResult layer = TimeOneLayer(be, config->model(), swa ? ROPE_SWA : ROPE_FULL, swa ? window : 0, L,
-                                             repeats, config->seed());
+      const LayerResult layer = time_layer ? TimeOneLayer(be, config->model(), swa ? ROPE_SWA : ROPE_FULL,
+                                                          swa ? window : 0, L, repeats, config->seed())
+                                           : LayerResult{};
       const double attn_s = a.fwd_s + a.bwd_s;
       const double keys = MeanKeysPerQuery(L, w);
       const double attn_flops = 12.0 * dims->heads * dims->head_dim * keys * static_cast<double>(L);
@@ -295,7 +301,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
     k["lengths"] = done;
     k["window"] = w;
     k["attn_ms_per_token_spread"] = spread(attn_per_tok);
-    k["layer_ms_per_token_spread"] = spread(layer_per_tok);
+    if (time_layer) k["layer_ms_per_token_spread"] = spread(layer_per_tok);
     k["attn_bytes_per_token_spread"] = spread(bytes_per_tok);
     summary[kind_name] = k;
   }

@@ -75,6 +75,7 @@ void AddBenchAttention(CommandTable& table) {
   f->Add(c, "kinds", "swa", "attention kinds: swa, full (comma-separated)");
   f->Add(c, "repeats", "3", "timed repeats per length (median)");
   f->Add(c, "max_full_len", "32768", "longest L timed for the full kind");
+  f->Add(c, "layer", "true", "false: time the attention op only, not the 1-layer model step");
 }
 
 }  // namespace
