@@ -60,8 +60,13 @@ struct ProductUnit {
 // order as two 64-key blocks: the same bits). The forward's blocks are
 // kBlockKBf16Forward keys (attention_driver.h).
 constexpr int kBwdKeys = 128;
-// Key blocks per pass of the backward over their query tiles (BackwardItem).
+// Key blocks per pass of the backward over their query tiles (BackwardItem),
+// when the first block's queries number at least kBwdGroupMinQueries: a
+// window-1024 block's 1,152 queries stay in cache from one block to the
+// next, and four blocks' buffers (~700 KiB) beside them ran its backward
+// 5-10 % slower on the Zen 4 VM (docs/BENCHMARKS.md, issue 16).
 constexpr int kBwdGroup = 4;
+constexpr int64_t kBwdGroupMinQueries = 2048;
 static_assert(kBlockKBf16Forward % 2 == 0, "forward tiles keep the parity of an item's first key");
 
 // Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
@@ -384,14 +389,15 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   // why). Every dQ row still adds its key blocks in ascending order and every
   // dKᵀ, dVᵀ column its query tiles in ascending order: the same bits.
   for (int64_t g0 = sb; g0 < se;) {
-    int nb = 0;
+    int nb = 0, group = kBwdGroup;
     int64_t tlo = 0, thi = 0;
-    for (int64_t j0 = g0; j0 < se && nb < kBwdGroup; j0 += kBwdKeys) {
+    for (int64_t j0 = g0; j0 < se && nb < group; j0 += kBwdKeys) {
       const int64_t j1 = std::min<int64_t>(j0 + kBwdKeys, se);
       const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
       const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
       // One grid of query tiles (a block's tiles start at its first query).
       if (nb > 0 && (qlo < tlo || (qlo - tlo) % kBlockQ != 0)) break;
+      if (nb == 0 && qhi - qlo < kBwdGroupMinQueries) group = 1;
       if (nb == 0) tlo = qlo;
       thi = nb == 0 ? qhi : std::max(thi, qhi);
       const int nk = static_cast<int>(j1 - j0);

@@ -505,6 +505,11 @@ std::vector<Case> PackedCases() {
   cs.push_back({"Window1D64Docs", kDocs, 2, 1, 64, 1, 0, false, 81});
   cs.push_back({"Window7D32StridedDocs", kDocs, 4, 2, 32, 7, 0, true, 82});
   cs.push_back({"FullD64OddLengths", {129, 63, 65, 191}, 2, 2, 64, 0, 0, false, 83});
+  // Key blocks seen by 2,048 queries or more, which the backward takes four
+  // at a time (kBwdGroupMinQueries): a long causal segment (its last blocks go
+  // alone) and a window of 2,000.
+  cs.push_back({"LongFullD32Gqa", {2700, 90}, 2, 1, 32, 0, 0, false, 84});
+  cs.push_back({"Window2000D64", {3000}, 2, 1, 64, 2000, 0, false, 85});
   return cs;
 }
 
