@@ -156,27 +156,12 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   // Scaled Q and dO of this segment and head, dense [len][d]; dQ accumulator zeroed.
   StageQueries(c, it, w.qs, w.dos);
   w.dqa.assign(w.qs.size(), T(0));
-  struct Block {
-    int64_t j0;
-    int nk;
-    int64_t qlo, qhi;  // the queries that can see a key of the block
-  };
-  Block blocks[kBackwardGroup];
+  KeyBlock blocks[kBackwardGroup];
   for (int64_t g0 = sb; g0 < se;) {
-    // The group: up to kBackwardGroup blocks whose query tiles lie on one
-    // grid (a block's tiles start at its first query, as one block at a time
-    // would take them; with the backward's masks that is its first key).
-    int nb = 0;
-    int64_t tlo = 0, thi = 0;
-    for (int64_t j0 = g0; j0 < se && nb < kBackwardGroup; j0 += kBlockK) {
-      const int64_t j1 = std::min<int64_t>(j0 + kBlockK, se);
-      const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
-      const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
-      if (nb > 0 && (qlo < tlo || (qlo - tlo) % kBlockQ != 0)) break;
-      if (nb == 0) tlo = qlo;
-      thi = nb == 0 ? qhi : std::max(thi, qhi);
-      blocks[nb++] = {j0, static_cast<int>(j1 - j0), qlo, qhi};
-    }
+    const int nb = NextKeyGroup(c, sb, se, g0, kBlockK, kBackwardGroup, 0, blocks);
+    const int64_t tlo = blocks[0].qlo;
+    int64_t thi = 0;
+    for (int b = 0; b < nb; ++b) thi = std::max(thi, blocks[b].qhi);
     for (int b = 0; b < nb; ++b) {
       const int64_t j0 = blocks[b].j0;
       const int nk = blocks[b].nk;
@@ -193,7 +178,7 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
       const T* dob = w.dos.data() + (t0 - sb) * d;
       T* dqb = w.dqa.data() + (t0 - sb) * d;
       for (int b = 0; b < nb; ++b) {
-        const Block& kbk = blocks[b];
+        const KeyBlock& kbk = blocks[b];
         if (t0 < kbk.qlo || t0 >= kbk.qhi) continue;
         const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, kbk.qhi) - t0), nk = kbk.nk;
         const size_t off = static_cast<size_t>(b) * kBlockK * d;

@@ -99,6 +99,36 @@ inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, 
   return items;
 }
 
+// A backward key block [j0, j0 + nk) and the queries [qlo, qhi) that can see
+// a key of it.
+struct KeyBlock {
+  int64_t j0;
+  int nk;
+  int64_t qlo, qhi;
+};
+
+// The backward's next group of key blocks of the segment [sb, se), from key
+// g0: up to max_blocks blocks of block_keys keys whose query tiles lie on one
+// grid (a block's tiles start at its first query, as one block at a time
+// would take them; with the backward's masks that is its first key), and only
+// the first when it is seen by fewer than min_queries queries. Writes the
+// blocks to out and returns how many; the group's query tiles start at
+// out[0].qlo.
+template <class T>
+int NextKeyGroup(const Ctx<T>& c, int64_t sb, int64_t se, int64_t g0, int block_keys, int max_blocks,
+                 int64_t min_queries, KeyBlock* out) {
+  int nb = 0;
+  for (int64_t j0 = g0; j0 < se && nb < max_blocks; j0 += block_keys) {
+    const int64_t j1 = std::min<int64_t>(j0 + block_keys, se);
+    const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
+    const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
+    if (nb > 0 && (qlo < out[0].qlo || (qlo - out[0].qlo) % kBlockQ != 0)) break;
+    out[nb++] = {j0, static_cast<int>(j1 - j0), qlo, qhi};
+    if (qhi - qlo < min_queries && nb == 1) break;
+  }
+  return nb;
+}
+
 // rows x d (row stride ld) -> dst[c * width + r] = scale * src[r * ld + c],
 // zero-padded to `width` columns (rows <= width): the tables' own
 // load_transposed where they have one (the same bits), else this loop.

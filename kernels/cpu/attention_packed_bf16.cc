@@ -389,22 +389,18 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   // why). Every dQ row still adds its key blocks in ascending order and every
   // dKᵀ, dVᵀ column its query tiles in ascending order: the same bits.
   for (int64_t g0 = sb; g0 < se;) {
-    int nb = 0, group = kBwdGroup;
-    int64_t tlo = 0, thi = 0;
-    for (int64_t j0 = g0; j0 < se && nb < group; j0 += kBwdKeys) {
-      const int64_t j1 = std::min<int64_t>(j0 + kBwdKeys, se);
-      const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
-      const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
-      // One grid of query tiles (a block's tiles start at its first query).
-      if (nb > 0 && (qlo < tlo || (qlo - tlo) % kBlockQ != 0)) break;
-      if (nb == 0 && qhi - qlo < kBwdGroupMinQueries) group = 1;
-      if (nb == 0) tlo = qlo;
-      thi = nb == 0 ? qhi : std::max(thi, qhi);
-      const int nk = static_cast<int>(j1 - j0);
-      const size_t key_pairs = static_cast<size_t>(nb) * (d / 2) * kBwdKeys;  // one block's ktb, vtb, kdb
-      const size_t acc_off = static_cast<size_t>(nb) * d * kBwdKeys;
-      const size_t pair_off = static_cast<size_t>(nb) * kBwdKeys * kBlockQ;
-      Block& kb = blocks[nb++];
+    KeyBlock spans[kBwdGroup];
+    const int nb = NextKeyGroup(c, sb, se, g0, kBwdKeys, kBwdGroup, kBwdGroupMinQueries, spans);
+    const int64_t tlo = spans[0].qlo;
+    int64_t thi = 0;
+    for (int b = 0; b < nb; ++b) {
+      const int64_t j0 = spans[b].j0, qlo = spans[b].qlo, qhi = spans[b].qhi;
+      thi = std::max(thi, qhi);
+      const int nk = spans[b].nk;
+      const size_t key_pairs = static_cast<size_t>(b) * (d / 2) * kBwdKeys;  // one block's ktb, vtb, kdb
+      const size_t acc_off = static_cast<size_t>(b) * d * kBwdKeys;
+      const size_t pair_off = static_cast<size_t>(b) * kBwdKeys * kBlockQ;
+      Block& kb = blocks[b];
       kb = {j0,
             qlo,
             qhi,
