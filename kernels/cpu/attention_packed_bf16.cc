@@ -138,7 +138,7 @@ void PackKv(const Ctx<float>& c, const bool parity[2], PackedKv& kv) {
 }
 
 // The backward's key-block buffers (ktb, vtb, kdb, dkt, dvt, pt, dst) hold
-// kBwdGroup blocks, block b at offset b times one block's size (Block()).
+// kBwdGroup blocks, block b at offset b times one block's size.
 struct PackedScratch {
   LineVector<float> st, acc, dkt, dvt, s, dp, dqa, inv;
   LineVector<uint32_t> qb, pa, pt, dst, pb, vt, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
@@ -298,9 +298,8 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   // [kp][kBwdKeys], K as B key pairs [kBwdKeys / 2][d], dKᵀ and dVᵀ
   // [d][kBwdKeys], P and dS pairs [kBlockQ][kBwdKeys]); pending: a full
   // tile's P, dS pairs wait in pair rows 0-31 of the block's pt, dst.
-  struct Block {
-    int64_t j0, qlo, qhi;  // qlo, qhi: the queries that can see a key of the block
-    int nk, mk, kpk;
+  struct Block : KeyBlock {
+    int mk, kpk;
     uint32_t *ktb, *vtb, *kdb, *pt, *dst;
     float *dkt, *dvt;
     bool pending;
@@ -394,17 +393,14 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     const int64_t tlo = spans[0].qlo;
     int64_t thi = 0;
     for (int b = 0; b < nb; ++b) {
-      const int64_t j0 = spans[b].j0, qlo = spans[b].qlo, qhi = spans[b].qhi;
-      thi = std::max(thi, qhi);
+      const int64_t j0 = spans[b].j0;
+      thi = std::max(thi, spans[b].qhi);
       const int nk = spans[b].nk;
       const size_t key_pairs = static_cast<size_t>(b) * (d / 2) * kBwdKeys;  // one block's ktb, vtb, kdb
       const size_t acc_off = static_cast<size_t>(b) * d * kBwdKeys;
       const size_t pair_off = static_cast<size_t>(b) * kBwdKeys * kBlockQ;
       Block& kb = blocks[b];
-      kb = {j0,
-            qlo,
-            qhi,
-            nk,
+      kb = {spans[b],
             RoundUp16(nk),
             RoundUp16((nk + 1) / 2),
             w.ktb.data() + key_pairs,

@@ -109,6 +109,15 @@ absl::Status TakeStringOverride(std::vector<std::string>& overrides, const std::
   return absl::OkStatus();
 }
 
+absl::Status TakeBoolOverride(std::vector<std::string>& overrides, const std::string& name, bool* value) {
+  std::string text = *value ? "true" : "false";
+  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, name, &text));
+  if (text != "true" && text != "false" && text != "1" && text != "0")
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be true or false (got \"", text, "\")"));
+  *value = text == "true" || text == "1";
+  return absl::OkStatus();
+}
+
 std::string LoadAverage() {
   std::ifstream f("/proc/loadavg");
   std::string one, five, fifteen;
@@ -219,11 +228,8 @@ absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) 
     return absl::InvalidArgumentError(
         absl::StrCat("--sgemm: must be auto, onednn or openblas (got \"", f->sgemm, "\")"));
   }
-  std::string profile = "false";
-  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "profile", &profile));
-  if (profile != "true" && profile != "false" && profile != "1" && profile != "0")
-    return absl::InvalidArgumentError(absl::StrCat("--profile: must be true or false (got \"", profile, "\")"));
-  f->profile = profile == "true" || profile == "1";
+  f->profile = false;
+  LONGCTX_RETURN_IF_ERROR(TakeBoolOverride(overrides, "profile", &f->profile));
   if (!f->peer.empty() && f->peer != "pytorch")
     return absl::InvalidArgumentError(absl::StrCat("--peer: only \"pytorch\" is known (got \"", f->peer, "\")"));
   if (f->peer_steps == 0) f->peer_steps = f->steps;

@@ -113,6 +113,8 @@ PackedBatch SyntheticBatch(int32_t batch, int32_t seq_len, int vocab, uint64_t s
 // Takes `name=value` out of overrides; value must be an integer >= min.
 absl::Status TakeIntOverride(std::vector<std::string>& overrides, const std::string& name, int min, int* value);
 absl::Status TakeStringOverride(std::vector<std::string>& overrides, const std::string& name, std::string* value);
+// --name=true|false (or 1|0); *value is left as it is when the flag is absent.
+absl::Status TakeBoolOverride(std::vector<std::string>& overrides, const std::string& name, bool* value);
 // Peak resident set size of this process so far, MiB.
 double PeakRssMb();
 // /proc/loadavg's 1, 5 and 15-minute loads ("0.12 0.30 0.41"): reported with

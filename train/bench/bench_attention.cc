@@ -176,13 +176,10 @@ absl::Status ParseLengths(const std::string& text, std::vector<int64_t>* out) {
 int RunBenchAttentionCommand(const std::string& config_path, const std::vector<std::string>& overrides_in) {
   std::vector<std::string> overrides = overrides_in;
   std::string lengths_text = "2048,4096,8192,16384,32768", kinds_text = "swa";
-  std::string layer_text = "true";
+  bool time_layer = true;
   int window = 1024, repeats = 3, max_full_len = 32768;
   absl::Status st = TakeStringOverride(overrides, "lengths", &lengths_text);
-  if (st.ok()) st = TakeStringOverride(overrides, "layer", &layer_text);
-  if (st.ok() && layer_text != "true" && layer_text != "false")
-    st = absl::InvalidArgumentError(absl::StrCat("--layer: \"", layer_text, "\" is not true or false"));
-  const bool time_layer = layer_text == "true";
+  if (st.ok()) st = TakeBoolOverride(overrides, "layer", &time_layer);
   if (st.ok()) st = TakeStringOverride(overrides, "kinds", &kinds_text);
   if (st.ok()) st = TakeIntOverride(overrides, "window", 1, &window);
   if (st.ok()) st = TakeIntOverride(overrides, "repeats", 1, &repeats);
