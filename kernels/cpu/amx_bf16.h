@@ -106,6 +106,19 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
                    const int* rb, const float* lse, const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs,
                    int pairs_ld, uint32_t* ds_rows, int rows_ld);
 
+// S = Q Kᵀ and dP = dO Vᵀ of query rows [0, rows) over key columns [0, len)
+// (len a multiple of 16) on vdpbf16ps, kept in registers and turned at once
+// into BackwardPairs' three outputs (columns up to width): the bits of
+// DotProduct(rows rounded up to 16, len, kp, q, a_ld, kt, b_ld, s, ...) and
+// the same for dO, Vᵀ, then BackwardPairs on s and dp, without storing S and
+// dP. q and o are A rows of k-pairs (row rows of them readable when rows is
+// odd); kt and vt B operands [kp][b_ld]. Requires PairsUsable().
+// attention_tiles_avx512.cc.
+void DotBackwardPairs(const uint32_t* q, const uint32_t* o, int a_ld, int kp, const uint32_t* kt, const uint32_t* vt,
+                      int b_ld, int rows, int len, int width, const int* ra, const int* rb, const float* lse,
+                      const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs, int pairs_ld, uint32_t* ds_rows,
+                      int rows_ld);
+
 }  // namespace longctx::cpu::amx
 
 #endif  // LONGCTX_KERNELS_CPU_AMX_BF16_H_

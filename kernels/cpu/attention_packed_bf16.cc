@@ -10,8 +10,12 @@
 //    operands of dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS); Kᵀ, Vᵀ and K of a key block
 //    once per key block; per tile one fused pass (amx::BackwardPairs) turns
 //    S and dP into P and dS pairs (B operands) and dS rows, with no
-//    transposing conversion. dV and dK take two query tiles per product where
-//    they can (C stored and reloaded half as often).
+//    transposing conversion. On vdpbf16ps, S and dP are not stored at all:
+//    amx::DotBackwardPairs computes them in registers, two query rows at a
+//    time, and runs the same pass on them there (the same bits; the backward
+//    1.03-1.05x faster on the Zen 4 VM, docs/BENCHMARKS.md). dV and dK take
+//    two query tiles per product where they can (C stored and reloaded half
+//    as often).
 // The products are on whole 16 x 16 tiles (ProductUnit: amx::Product on the
 // tile unit, its config loaded once per item, or amx::DotProduct on
 // vdpbf16ps). Where a pre-converted operand would reach past its segment's
@@ -68,14 +72,6 @@ constexpr int kBwdKeys = 128;
 constexpr int kBwdGroup = 4;
 constexpr int64_t kBwdGroupMinQueries = 2048;
 static_assert(kBlockKBf16Forward % 2 == 0, "forward tiles keep the parity of an item's first key");
-
-// Whether a backward tile whose rows see `whole` 32-key steps of a key block
-// runs as two halves of kBlockQ / 2 rows that see `a` and `b` steps: where
-// the halves compute fewer columns x rows than the whole tile (the corner of
-// a causal diagonal or of a window's far edge, where a whole tile computes a
-// masked triangle). Measured on the Zen 4 VM: the window-1024 bf16 backward
-// 1.05x faster (docs/BENCHMARKS.md, issue 16).
-inline bool HalvesPay(int whole, int a, int b) { return a + b < 2 * whole; }
 
 // Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
 void ZeroPairs(uint32_t* b, int ld, int from, int to) {
@@ -321,19 +317,10 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   // order, C stored and reloaded half as often, the same bits; a waiting tile
   // goes alone when the next sees fewer columns. dS as A rows of key pairs
   // for dQ, zero in the rows past nq.
-  // A waiting tile's dVᵀ, dKᵀ products, alone.
-  auto flush = [&](Block& kb) {
-    if (!kb.pending) return;
-    product(di, kb.mk, kBlockQ / 2, w.dosb.data() + kb.pending_u / 2, ldt, kb.pt, kBwdKeys, kb.dvt, kBwdKeys, true);
-    product(di, kb.mk, kBlockQ / 2, w.qsb.data() + kb.pending_u / 2, ldt, kb.dst, kBwdKeys, kb.dkt, kBwdKeys, true);
-    kb.pending = false;
-  };
-  // Query rows [t0, t0 + rows) (rows = kBlockQ, or half of it at a mask's
-  // edge: see visit) against block kb.
-  auto tile = [&](Block& kb, int64_t t0, int rows) {
+  auto tile = [&](Block& kb, int64_t t0) {
     const int64_t j0 = kb.j0;
     const int nk = kb.nk, mk = kb.mk, kpk = kb.kpk;
-    const int nq = static_cast<int>(std::min<int64_t>(t0 + rows, kb.qhi) - t0), mq = RoundUp16(nq);
+    const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, kb.qhi) - t0), mq = RoundUp16(nq);
     const int kpq = RoundUp16((nq + 1) / 2);
     const int64_t u = t0 - sb;
     // The key columns any row of the tile sees, [c0, c1) in 32-key steps:
@@ -358,21 +345,30 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     const int c0 = lo / 32 * 32;
     const int c1n = std::min(mk, (hi + 31) / 32 * 32);       // product columns (keys), <= mk
     const int c1k = std::min(2 * kpk, (hi + 31) / 32 * 32);  // k-pairs of dQ's product, x 2
-    // Only whole tiles that see every column join a waiting one (their rows
-    // follow it: the A operand spans both).
-    const bool all_columns = rows == kBlockQ && c0 == 0 && c1n == mk && c1k == 2 * kpk;
+    const bool all_columns = c0 == 0 && c1n == mk && c1k == 2 * kpk;
     for (int r = 0; r < nq; ++r) {
       ra[r] = std::max(ra[r] - c0, 0);
       rb[r] = std::max(rb[r] - c0, ra[r]);
     }
-    product(mq, c1n - c0, kp, w.qsa.data() + u * kp, kp, kb.ktb + c0, kBwdKeys, s + c0, kBwdKeys, false);  // S
-    product(mq, c1n - c0, kp, w.dosa.data() + u * kp, kp, kb.vtb + c0, kBwdKeys, dp + c0, kBwdKeys, false);  // dP
-    if (!all_columns) flush(kb);
+    if (kb.pending && !all_columns) {
+      product(di, mk, kBlockQ / 2, w.dosb.data() + kb.pending_u / 2, ldt, kb.pt, kBwdKeys, kb.dvt, kBwdKeys, true);
+      product(di, mk, kBlockQ / 2, w.qsb.data() + kb.pending_u / 2, ldt, kb.dst, kBwdKeys, kb.dkt, kBwdKeys, true);
+      kb.pending = false;
+    }
     const int off = kb.pending ? kBlockQ / 2 : 0;
     if (nq != mq) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
-    amx::BackwardPairs(s + c0, dp + c0, nq, kBwdKeys, c1n - c0, c1k - c0, ra, rb, lse + t0, drow + t0,
-                       kb.pt + off * kBwdKeys + c0, kb.dst + off * kBwdKeys + c0, kBwdKeys, w.pa.data() + c0 / 2,
-                       kpk);
+    uint32_t* const p_pairs = kb.pt + off * kBwdKeys + c0;
+    uint32_t* const ds_pairs = kb.dst + off * kBwdKeys + c0;
+    if (product.tiles) {
+      product(mq, c1n - c0, kp, w.qsa.data() + u * kp, kp, kb.ktb + c0, kBwdKeys, s + c0, kBwdKeys, false);  // S
+      product(mq, c1n - c0, kp, w.dosa.data() + u * kp, kp, kb.vtb + c0, kBwdKeys, dp + c0, kBwdKeys, false);  // dP
+      amx::BackwardPairs(s + c0, dp + c0, nq, kBwdKeys, c1n - c0, c1k - c0, ra, rb, lse + t0, drow + t0, p_pairs,
+                         ds_pairs, kBwdKeys, w.pa.data() + c0 / 2, kpk);
+    } else {  // vdpbf16ps: S and dP stay in registers for the softmax pass (the same bits, no fp32 tiles)
+      amx::DotBackwardPairs(w.qsa.data() + u * kp, w.dosa.data() + u * kp, kp, kp, kb.ktb + c0, kb.vtb + c0,
+                            kBwdKeys, nq, c1n - c0, c1k - c0, ra, rb, lse + t0, drow + t0, p_pairs, ds_pairs,
+                            kBwdKeys, w.pa.data() + c0 / 2, kpk);
+    }
     ZeroPairs(kb.pt, kBwdKeys, off + (nq + 1) / 2, off + kpq);
     ZeroPairs(kb.dst, kBwdKeys, off + (nq + 1) / 2, off + kpq);
     product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, kb.kdb + c0 / 2 * di, di, w.dqa.data() + u * d, di,
@@ -394,38 +390,6 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     product(di, c1n - c0, kpt, w.dosb.data() + u0 / 2, ldt, kb.pt + c0, kBwdKeys, kb.dvt + c0, kBwdKeys, true);
     product(di, c1n - c0, kpt, w.qsb.data() + u0 / 2, ldt, kb.dst + c0, kBwdKeys, kb.dkt + c0, kBwdKeys, true);
     kb.pending = false;
-  };
-  // The 32-key steps of the columns rows [t0, t0 + rows) see of block kb
-  // (0 when none).
-  auto span = [&](const Block& kb, int64_t t0, int rows) {
-    int lo = kb.nk, hi = 0;
-    for (int64_t i = t0; i < std::min<int64_t>(t0 + rows, kb.qhi); ++i) {
-      const Range rr = KeysSeenBy(c, sb, i, kb.j0, kb.nk);
-      if (rr.a < rr.b) {
-        lo = std::min(lo, rr.a);
-        hi = std::max(hi, rr.b);
-      }
-    }
-    return lo < hi ? (hi + 31) / 32 - lo / 32 : 0;
-  };
-  // Tile t0 against block kb, whole or as two halves of kBlockQ / 2 rows: at
-  // a causal diagonal or a window's far edge each half sees a narrower band of
-  // columns than the whole tile (a triangle's corner), and the halves skip
-  // its masked half (the products over the skipped columns would add exact
-  // zeros: the same bits). A split tile lets a waiting one go alone first
-  // (the halves' rows do not follow it as one A operand).
-  auto visit = [&](Block& kb, int64_t t0) {
-    if (t0 + kBlockQ <= kb.qhi) {
-      const int a = span(kb, t0, kBlockQ / 2), b = span(kb, t0 + kBlockQ / 2, kBlockQ / 2);
-      if (HalvesPay(span(kb, t0, kBlockQ), a, b)) {
-        flush(kb);
-        // A half that sees no key of the block adds nothing.
-        if (a > 0) tile(kb, t0, kBlockQ / 2);
-        if (b > 0) tile(kb, t0 + kBlockQ / 2, kBlockQ / 2);
-        return;
-      }
-    }
-    tile(kb, t0, kBlockQ);
   };
   product.Begin();
   // Key blocks ascending, kBwdGroup at a time; per group the query tiles
@@ -473,7 +437,7 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     need_rows(std::min<int64_t>(rows, RoundUp16(static_cast<int>(thi - sb)) + kBlockQ));
     for (int64_t t0 = tlo; t0 < thi; t0 += kBlockQ)
       for (int b = 0; b < nb; ++b)
-        if (t0 >= blocks[b].qlo && t0 < blocks[b].qhi) visit(blocks[b], t0);
+        if (t0 >= blocks[b].qlo && t0 < blocks[b].qhi) tile(blocks[b], t0);
     for (int b = 0; b < nb; ++b) {
       CHECK(!blocks[b].pending) << "packed bf16 attention backward: a tile's dK, dV left pending";
       WriteKeyBlockTransposed(c, it, blocks[b].j0, blocks[b].nk, blocks[b].dkt, blocks[b].dvt, kBwdKeys);

@@ -361,6 +361,115 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
   }
 }
 
+// BackwardLanes on P, dP already in registers (the same operations on the
+// same values: the same bits).
+inline void BackwardRegisters(__m512 sv, __m512 dpv, int x, int ra, int rb, __m512 lv, __m512 nlv, __m512 dv,
+                              __m512& px, __m512& dsx) {
+  if (ra <= x && rb >= x + 16) {
+    px = ShiftedExp<true>(sv, lv, nlv);
+    dsx = _mm512_mul_ps(px, _mm512_sub_ps(dpv, dv));
+    return;
+  }
+  const __mmask16 vis = RangeMask(ra, rb, x);
+  px = _mm512_maskz_mov_ps(vis, ShiftedExp<true>(_mm512_maskz_mov_ps(vis, sv), lv, nlv));
+  dsx = _mm512_maskz_mov_ps(vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_mov_ps(vis, dpv), dv)));
+}
+
+// Query rows i, i + 1 against NV 16-key vectors from key x0: S and dP in
+// registers (DotProduct's accumulation: zero, then every k-pair in ascending
+// order through vdpbf16ps, A broadcast, B loaded), then BackwardPairs' pass
+// on them and its stores, 32 keys at a time.
+template <int NV>
+inline void ScoresBackwardStrip(int x0, int kp, const uint32_t* __restrict q, const uint32_t* __restrict o, int a_ld,
+                                const uint32_t* __restrict kt, const uint32_t* __restrict vt, int b_ld, int i,
+                                bool two, int len, const int* ra, const int* rb, const float* lse,
+                                const float* drow, uint32_t* pp, uint32_t* dpp, uint32_t* r0, uint32_t* r1) {
+  __m512 sa[2][NV], da[2][NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) sa[0][v] = sa[1][v] = da[0][v] = da[1][v] = _mm512_setzero_ps();
+  const uint32_t* q0 = q + static_cast<ptrdiff_t>(i) * a_ld;
+  const uint32_t* o0 = o + static_cast<ptrdiff_t>(i) * a_ld;
+  for (int p = 0; p < kp; ++p) {
+    __m512bh kv[NV], vv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      kv[v] = (__m512bh)_mm512_loadu_si512(kt + static_cast<ptrdiff_t>(p) * b_ld + x0 + 16 * v);
+      vv[v] = (__m512bh)_mm512_loadu_si512(vt + static_cast<ptrdiff_t>(p) * b_ld + x0 + 16 * v);
+    }
+    const __m512bh bq0 = (__m512bh)_mm512_set1_epi32(static_cast<int>(q0[p]));
+    const __m512bh bq1 = (__m512bh)_mm512_set1_epi32(static_cast<int>(q0[a_ld + p]));
+    const __m512bh bo0 = (__m512bh)_mm512_set1_epi32(static_cast<int>(o0[p]));
+    const __m512bh bo1 = (__m512bh)_mm512_set1_epi32(static_cast<int>(o0[a_ld + p]));
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      sa[0][v] = _mm512_dpbf16_ps(sa[0][v], bq0, kv[v]);
+      sa[1][v] = _mm512_dpbf16_ps(sa[1][v], bq1, kv[v]);
+      da[0][v] = _mm512_dpbf16_ps(da[0][v], bo0, vv[v]);
+      da[1][v] = _mm512_dpbf16_ps(da[1][v], bo1, vv[v]);
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 lv0 = _mm512_set1_ps(lse[i]), dv0 = _mm512_set1_ps(drow[i]);
+  const __m512 nlv0 = _mm512_set1_ps(-1.44269504088896341f * lse[i]);
+  const float lse1 = two ? lse[i + 1] : 0.f, drow1 = two ? drow[i + 1] : 0.f;
+  const __m512 lv1 = _mm512_set1_ps(lse1), dv1 = _mm512_set1_ps(drow1);
+  const __m512 nlv1 = _mm512_set1_ps(-1.44269504088896341f * lse1);
+#pragma GCC unroll 2
+  for (int h = 0; h < (NV + 1) / 2; ++h) {
+    const int x = x0 + 32 * h;
+    __m512 p0a = zero, p0b = zero, d0a = zero, d0b = zero, p1a = zero, p1b = zero, d1a = zero, d1b = zero;
+    if (x < len) {
+      BackwardRegisters(sa[0][2 * h], da[0][2 * h], x, ra[i], rb[i], lv0, nlv0, dv0, p0a, d0a);
+      if (two) BackwardRegisters(sa[1][2 * h], da[1][2 * h], x, ra[i + 1], rb[i + 1], lv1, nlv1, dv1, p1a, d1a);
+    }
+    if (2 * h + 1 < NV && x + 16 < len) {
+      BackwardRegisters(sa[0][2 * h + 1], da[0][2 * h + 1], x + 16, ra[i], rb[i], lv0, nlv0, dv0, p0b, d0b);
+      if (two)
+        BackwardRegisters(sa[1][2 * h + 1], da[1][2 * h + 1], x + 16, ra[i + 1], rb[i + 1], lv1, nlv1, dv1, p1b,
+                          d1b);
+    }
+    _mm512_storeu_si512(pp + x, PairLanes(p0a, p1a));
+    _mm512_storeu_si512(pp + x + 16, PairLanes(p0b, p1b));
+    _mm512_storeu_si512(dpp + x, PairLanes(d0a, d1a));
+    _mm512_storeu_si512(dpp + x + 16, PairLanes(d0b, d1b));
+    _mm512_storeu_si512(r0 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d0b, d0a)));
+    if (two) _mm512_storeu_si512(r1 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d1b, d1a)));
+  }
+}
+
+void DotBackwardPairs(const uint32_t* q, const uint32_t* o, int a_ld, int kp, const uint32_t* kt, const uint32_t* vt,
+                      int b_ld, int rows, int len, int width, const int* ra, const int* rb, const float* lse,
+                      const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs, int pairs_ld, uint32_t* ds_rows,
+                      int rows_ld) {
+  const __m512i zero = _mm512_setzero_si512();
+  for (int i = 0; i < rows; i += 2) {
+    const bool two = i + 1 < rows;
+    uint32_t* pp = p_pairs + (i / 2) * pairs_ld;
+    uint32_t* dpp = ds_pairs + (i / 2) * pairs_ld;
+    uint32_t* r0 = ds_rows + i * rows_ld;
+    uint32_t* r1 = r0 + rows_ld;
+    int x0 = 0;
+    for (; x0 + 64 <= len; x0 += 64)
+      ScoresBackwardStrip<4>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, two, len, ra, rb, lse, drow, pp, dpp, r0, r1);
+    switch ((len - x0) / 16) {
+      case 1: ScoresBackwardStrip<1>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, two, len, ra, rb, lse, drow, pp, dpp, r0, r1); break;
+      case 2: ScoresBackwardStrip<2>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, two, len, ra, rb, lse, drow, pp, dpp, r0, r1); break;
+      case 3: ScoresBackwardStrip<3>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, two, len, ra, rb, lse, drow, pp, dpp, r0, r1); break;
+      default: break;
+    }
+    // Columns [len, width) (whole 32-key steps past the products): zero, as
+    // BackwardPairs writes them; a strip ending at an odd 16 wrote its step.
+    for (int x = (len + 31) / 32 * 32; x < width; x += 32) {
+      _mm512_storeu_si512(pp + x, zero);
+      _mm512_storeu_si512(pp + x + 16, zero);
+      _mm512_storeu_si512(dpp + x, zero);
+      _mm512_storeu_si512(dpp + x + 16, zero);
+      _mm512_storeu_si512(r0 + x / 2, zero);
+      if (two) _mm512_storeu_si512(r1 + x / 2, zero);
+    }
+  }
+}
+
 }  // namespace longctx::cpu::amx
 
 #pragma GCC pop_options

@@ -119,6 +119,80 @@ TEST(AmxPackTest, RowPairsTransposedMatchesTheDefinition) {
   }
 }
 
+// The vdpbf16ps backward's fused step (amx::DotBackwardPairs: S = Q Kᵀ and
+// dP = dO Vᵀ kept in registers, then the softmax pass) must write exactly
+// what the two products (amx::DotProduct) followed by amx::BackwardPairs
+// write, on fresh random operands and masks (rows seeing nothing, all, or a
+// part of the keys; odd row counts; key widths that end mid-strip; zero
+// columns past the products); and its P must be exp(S - lse) of a double
+// product of the same bf16 operands, to bf16 accuracy.
+TEST(DotBackwardPairsTest, SameBitsAsTheProductsThenThePassAndMatchesDouble) {
+  if (!cpu::amx::PairsUsable()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 rng(20261127);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  auto pair = [&](float lo, float hi) {
+    uint32_t a, b;
+    const float rl = RoundToBf16(lo), rh = RoundToBf16(hi);
+    std::memcpy(&a, &rl, 4);
+    std::memcpy(&b, &rh, 4);
+    return (a >> 16) | (b & 0xFFFF0000u);
+  };
+  auto half = [](uint32_t u, int which) {
+    const uint32_t b = which ? (u & 0xFFFF0000u) : (u << 16);
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  };
+  constexpr int kp = 32, b_ld = 160, pairs_ld = 208, rows_ld = 112;  // width <= 192
+  for (int trial = 0; trial < 300; ++trial) {
+    const int rows = 1 + static_cast<int>(rng() % 64), mq = (rows + 15) / 16 * 16;
+    const int len = 16 * (1 + static_cast<int>(rng() % 9));  // up to 144: strips of 64, then 16-80 more
+    const int width = (len + 31) / 32 * 32 + 32 * static_cast<int>(rng() % 2);
+    std::vector<uint32_t> q(64 * kp), o(64 * kp), kt(kp * b_ld), vt(kp * b_ld);
+    for (auto* v : {&q, &o, &kt, &vt})
+      for (uint32_t& x : *v) x = pair(dist(rng), dist(rng));
+    std::vector<float> lse(64), drow(64);
+    for (float& x : lse) x = 4.f + dist(rng);
+    for (float& x : drow) x = 0.3f * dist(rng);
+    std::vector<int> ra(64), rb(64);
+    for (int i = 0; i < 64; ++i) {
+      const int kind = static_cast<int>(rng() % 4);
+      ra[i] = kind == 0 ? 0 : static_cast<int>(rng() % (len + 1));
+      rb[i] = kind == 1 ? len : ra[i] + static_cast<int>(rng() % (len - ra[i] + 1));
+      if (kind == 3) rb[i] = ra[i];  // sees nothing
+    }
+    std::vector<float> s(static_cast<size_t>(mq) * b_ld), dp(s.size());
+    std::vector<uint32_t> p_ref(32 * pairs_ld, 0xDEADBEEFu), ds_ref(p_ref), rows_ref(64 * rows_ld, 0xDEADBEEFu);
+    std::vector<uint32_t> p_got(p_ref), ds_got(ds_ref), rows_got(rows_ref);
+    cpu::amx::DotProduct(mq, len, kp, q.data(), kp, kt.data(), b_ld, s.data(), b_ld, false);
+    cpu::amx::DotProduct(mq, len, kp, o.data(), kp, vt.data(), b_ld, dp.data(), b_ld, false);
+    cpu::amx::BackwardPairs(s.data(), dp.data(), rows, b_ld, len, width, ra.data(), rb.data(), lse.data(),
+                            drow.data(), p_ref.data(), ds_ref.data(), pairs_ld, rows_ref.data(), rows_ld);
+    cpu::amx::DotBackwardPairs(q.data(), o.data(), kp, kp, kt.data(), vt.data(), b_ld, rows, len, width, ra.data(),
+                               rb.data(), lse.data(), drow.data(), p_got.data(), ds_got.data(), pairs_ld,
+                               rows_got.data(), rows_ld);
+    const std::string what = "rows " + std::to_string(rows) + " len " + std::to_string(len) + " width " +
+                             std::to_string(width) + " (trial " + std::to_string(trial) + ")";
+    ASSERT_EQ(p_got, p_ref) << "P pairs differ, " << what;
+    ASSERT_EQ(ds_got, ds_ref) << "dS pairs differ, " << what;
+    ASSERT_EQ(rows_got, rows_ref) << "dS rows differ, " << what;
+    // P against double: exp(sum over pairs of q * k - lse) where the row sees the key, 0 elsewhere.
+    for (int i = 0; i < rows; ++i)
+      for (int x = 0; x < width; ++x) {
+        const float got = half(p_got[(i / 2) * pairs_ld + x], i % 2);
+        double want = 0;
+        if (x < len && x >= ra[i] && x < rb[i]) {
+          double sum = 0;
+          for (int pp = 0; pp < kp; ++pp)
+            for (int e = 0; e < 2; ++e)
+              sum += static_cast<double>(half(q[i * kp + pp], e)) * half(kt[pp * b_ld + x], e);
+          want = std::exp(sum - lse[i]);
+        }
+        ASSERT_NEAR(got, want, 1e-30 + std::fabs(want) * 1.0 / 128) << "P(" << i << ", " << x << "), " << what;
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tables, Bf16PackTest, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return std::string(info.param ? "amx" : "avx512bf16");
