@@ -134,6 +134,15 @@ TEST(BenchTest, AttentionModeReportsLinearBytesPerLength) {
     EXPECT_EQ(j.value("peak_gflops", 0.0), j.value("peak_gflops_fp32", -1.0));
     EXPECT_NEAR(j.value("attn_fraction_of_peak", 0.0), j.value("attn_gflops", 0.0) / j.value("peak_gflops", 1.0),
                 1e-9);
+    // The fastest repeat: its time is at most the medians' sum, and its
+    // fraction is against the same peak.
+    EXPECT_GT(j.value("attn_best_ms", 0.0), 0) << j.dump();
+    EXPECT_LE(j.value("attn_best_ms", 0.0), j.value("attn_fwd_ms", 0.0) + j.value("attn_bwd_ms", 0.0) + 1e-9)
+        << j.dump();
+    EXPECT_NEAR(j.value("attn_fraction_of_peak_best", 0.0),
+                j.value("attn_gflops_best", 0.0) / j.value("peak_gflops", 1.0), 1e-9);
+    EXPECT_NEAR(j.value("attn_gflops_best", 0.0) * j.value("attn_best_ms", 0.0) * 1e6, j.value("attn_flops", 0.0),
+                1e-6 * j.value("attn_flops", 0.0));
   }
   // The 1-layer model's activation arena is linear in L too.
   EXPECT_DOUBLE_EQ(rows[1].value("layer_activation_bytes", 0.0), 2 * rows[0].value("layer_activation_bytes", 0.0));
