@@ -92,6 +92,9 @@ void ScaleColumns(float* c, int rows, int ldc, int n, const float* alpha);
 // fp32 product, the bits of the scalar expression).
 void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld,
                      const float* row_scale = nullptr);
+// dst[j * dst_ld + i] += src[i * src_ld + j] for i < m, j < n (one fp32
+// addition per element, dst + src: the bits of the GQA sum of partials).
+void AddTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld);
 // The backward's softmax pass of the bf16 tables (tile_backward of
 // AttentionTilesAvx512Bf16Exp: the same P = exp(s - lse) and dS = P (dP - D),
 // bit for bit) on a row-major tile (row i = one query, keys along the row,

@@ -38,6 +38,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <omp.h>
+
 #include "kernels/cpu/attention_packed_bf16.h"
 #include "kernels/cpu/attention_driver.h"
 #include "kernels/cpu/attention_tiles.h"
@@ -260,22 +262,26 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
       drow_data[h * n + i] = static_cast<T>(s);
     }
   c.drow = drow.data();
-  if (c.group > 1) {
+  bool packed = false, tile_unit = false, keys_direct = false;
+  if constexpr (std::is_same_v<T, float>) {
+    packed = UsePacked(c, config, &tile_unit);
+    keys_direct = packed && PackedBf16KeysDirect(c, omp_get_max_threads());
+  }
+  if (c.group > 1 && !keys_direct) {
     dk_part.resize(static_cast<size_t>(heads * n * d));
     dv_part.resize(dk_part.size());
     c.dk_part = dk_part.data();
     c.dv_part = dv_part.data();
   }
-  bool packed = false;
   if constexpr (std::is_same_v<T, float>) {
-    bool tile_unit = false;
-    if (UsePacked(c, config, &tile_unit)) {
-      PackedBf16AttentionBackwardItems({c, c.tiles, tile_unit, c.drow, c.dk_part, c.dv_part});
-      packed = true;
+    if (packed) {
+      PackedBf16AttentionArgs args{c, c.tiles, tile_unit, c.drow, c.dk_part, c.dv_part};
+      args.keys_direct = keys_direct;
+      PackedBf16AttentionBackwardItems(args);
     }
   }
   if (!packed) RunItems<Scratch<T>>(c, MakeBackwardItems(c.cu, c.segments, heads), BackwardItem<T>);
-  if (c.group == 1) return;
+  if (c.group == 1 || keys_direct) return;  // (keys_direct: the items wrote dK, dV)
   // dK, dV of kv head g = the partials of its query heads, summed in head order.
   const int64_t group = c.group, kv_heads = c.kv_heads;
 #pragma omp parallel for schedule(static)

@@ -220,13 +220,24 @@ void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const Pa
   }
 }
 
+// Where one query head's dK, dV rows go: its partial or the outputs
+// (KeyBlockDestination), stored; or, for a later head of a keys_direct item,
+// the outputs, added to.
+struct KeysOut {
+  float *dk, *dv;
+  int64_t sdk, sdv;
+  bool add;
+};
+
 // Backward, after a key block [j0, j0 + nk): its dK, dV from the transposed
-// accumulators (dkt[x * ld + r]: key r, dimension x) to WriteKeyBlock's
-// destination.
-void WriteKeyBlockTransposed(const Ctx<float>& c, const Item& it, int64_t j0, int nk, const float* dkt,
-                             const float* dvt, int ld) {
-  const KeyBlockDestination<float> out(c, it);
-  const int di = static_cast<int>(c.d);
+// accumulators (dkt[x * ld + r]: key r, dimension x) to `out`.
+void WriteKeyBlockTransposed(const KeysOut& out, int di, int64_t j0, int nk, const float* dkt, const float* dvt,
+                             int ld) {
+  if (out.add) {
+    amx::AddTransposed(dkt, ld, di, nk, out.dk + j0 * out.sdk, out.sdk);
+    amx::AddTransposed(dvt, ld, di, nk, out.dv + j0 * out.sdv, out.sdv);
+    return;
+  }
   amx::StoreTransposed(dkt, ld, di, nk, out.dk + j0 * out.sdk, out.sdk);
   amx::StoreTransposed(dvt, ld, di, nk, out.dv + j0 * out.sdv, out.sdv);
 }
@@ -241,7 +252,7 @@ void WriteKeyBlockTransposed(const Ctx<float>& c, const Item& it, int64_t j0, in
 // straight from the pass: no transposing conversion of Pᵀ and dSᵀ (the tile
 // unit gives Cᵀ = Bᵀ Aᵀ the bits of C = A B, so the results are those of
 // dV += Pᵀ dO, dK += dSᵀ Qs, as the generic driver computes them).
-void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, ProductUnit product) {
+void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, ProductUnit product, const KeysOut& keys) {
   const int64_t d = c.d, h = it.head, g = h / c.group, sb = it.seg_begin, se = it.seg_end, len = se - sb;
   const int di = static_cast<int>(d), kp = di / 2;
   const float* lse = c.lse + h * c.slse;
@@ -440,7 +451,7 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
         if (t0 >= blocks[b].qlo && t0 < blocks[b].qhi) tile(blocks[b], t0);
     for (int b = 0; b < nb; ++b) {
       CHECK(!blocks[b].pending) << "packed bf16 attention backward: a tile's dK, dV left pending";
-      WriteKeyBlockTransposed(c, it, blocks[b].j0, blocks[b].nk, blocks[b].dkt, blocks[b].dvt, kBwdKeys);
+      WriteKeyBlockTransposed(keys, di, blocks[b].j0, blocks[b].nk, blocks[b].dkt, blocks[b].dvt, kBwdKeys);
     }
     // Queries before the next group's first key see no later key.
     const int64_t j_end = blocks[nb - 1].j0 + blocks[nb - 1].nk;
@@ -450,6 +461,35 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     g0 = j_end;
   }
   WriteDq(c, it, w.dqa.data(), written, len);
+}
+
+// A backward item: one query head (it.heads == 1) to its destination, or
+// (keys_direct) the it.heads query heads of one kv head in turn, each adding
+// its dK, dV to the outputs after the first stored them.
+void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, ProductUnit product, bool keys_direct) {
+  if (!keys_direct) {
+    const KeyBlockDestination<float> out(c, it);
+    BackwardHead(c, it, w, product, {out.dk, out.dv, out.sdk, out.sdv, false});
+    return;
+  }
+  const int64_t g = it.head / c.group;
+  for (int64_t x = 0; x < it.heads; ++x) {
+    Item head = it;
+    head.head = it.head + x;
+    head.heads = 1;
+    BackwardHead(c, head, w, product, {c.dk + g * c.d, c.dv + g * c.d, c.sdk, c.sdv, x > 0});
+  }
+}
+
+// keys_direct items: (segment, kv head) with the kv head's query heads,
+// longest segments first (MakeBackwardItems' order for the dynamic schedule).
+std::vector<Item> MakeKvHeadItems(const int32_t* cu, int64_t segments, int64_t kv_heads, int64_t group) {
+  std::vector<Item> items;
+  for (int64_t s = 0; s < segments; ++s)
+    for (int64_t g = 0; g < kv_heads; ++g) items.push_back({cu[s], cu[s + 1], cu[s], cu[s + 1], g * group, 0, group});
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.seg_end - a.seg_begin > b.seg_end - b.seg_begin; });
+  return items;
 }
 
 std::atomic<int64_t> calls[2] = {0, 0};  // [tile_unit]
@@ -475,6 +515,10 @@ bool PackedBf16AttentionUsable(const AttentionView<float>& view, bool tile_unit)
 
 int64_t PackedBf16AttentionCalls(bool tile_unit) { return calls[tile_unit].load(std::memory_order_relaxed); }
 
+bool PackedBf16KeysDirect(const AttentionView<float>& view, int threads) {
+  return view.group > 1 && view.segments * view.kv_heads >= 2 * static_cast<int64_t>(threads);
+}
+
 void PackedBf16AttentionForward(const PackedBf16AttentionArgs& args) {
   const Ctx<float> c = CtxOf(args);
   const ProductUnit product{args.tile_unit};
@@ -493,10 +537,13 @@ void PackedBf16AttentionForward(const PackedBf16AttentionArgs& args) {
 void PackedBf16AttentionBackwardItems(const PackedBf16AttentionArgs& args) {
   const Ctx<float> c = CtxOf(args);
   const ProductUnit product{args.tile_unit};
-  RunItems<PackedScratch>(c, MakeBackwardItems(c.cu, c.segments, c.heads),
-                          [product](const Ctx<float>& cc, const Item& it, PackedScratch& w) {
-                            BackwardItem(cc, it, w, product);
-                          });
+  const bool direct = args.keys_direct;
+  CHECK(!direct || c.group > 1) << "packed bf16 attention backward: keys_direct without GQA";
+  RunItems<PackedScratch>(
+      c, direct ? MakeKvHeadItems(c.cu, c.segments, c.kv_heads, c.group) : MakeBackwardItems(c.cu, c.segments, c.heads),
+      [product, direct](const Ctx<float>& cc, const Item& it, PackedScratch& w) {
+        BackwardItem(cc, it, w, product, direct);
+      });
 }
 
 }  // namespace longctx::cpu
@@ -506,6 +553,7 @@ void PackedBf16AttentionBackwardItems(const PackedBf16AttentionArgs& args) {
 namespace longctx::cpu {
 bool PackedBf16AttentionUsable(const AttentionView<float>&, bool) { return false; }
 int64_t PackedBf16AttentionCalls(bool) { return 0; }
+bool PackedBf16KeysDirect(const AttentionView<float>&, int) { return false; }
 void PackedBf16AttentionForward(const PackedBf16AttentionArgs&) {
   LOG(FATAL) << "PackedBf16AttentionForward: no AMX or AVX512-BF16 on this host";
 }

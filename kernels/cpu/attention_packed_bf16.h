@@ -29,6 +29,11 @@ struct PackedBf16AttentionArgs {
   bool tile_unit = true;  // AMX tdpbf16ps; false: AVX512-BF16 vdpbf16ps
   const float* drow = nullptr;
   float *dk_part = nullptr, *dv_part = nullptr;
+  // Backward: items of one segment and one kv head run its query heads in
+  // turn and write dK, dV themselves (the first head stores, the others add,
+  // in head order: the bits of summing per-head partials), so there are no
+  // partials and no pass summing them (PackedBf16KeysDirect says when).
+  bool keys_direct = false;
 };
 
 // Whether this driver can run on the unit: the unit usable here (AMX with
@@ -36,6 +41,11 @@ struct PackedBf16AttentionArgs {
 // k-pair tiles, no padding of d) and at most 256, keys sharing the queries'
 // segments (training; not a KV cache).
 bool PackedBf16AttentionUsable(const AttentionView<float>& view, bool tile_unit);
+
+// Whether the backward writes dK, dV directly (keys_direct): GQA, and enough
+// (segment, kv head) items to keep `threads` busy (two per thread; fewer
+// would leave threads idle, and per-query-head items with partials are used).
+bool PackedBf16KeysDirect(const AttentionView<float>& view, int threads);
 
 // The forward (every item), and the backward's items (D and the GQA partials
 // are attention.cc's, before and after).

@@ -170,6 +170,25 @@ void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptr
   }
 }
 
+void AddTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld) {
+  __m512i blk[16];
+  for (int j0 = 0; j0 < n; j0 += 16) {
+    const __mmask16 nj = FirstLanes(n - j0);
+    for (int i0 = 0; i0 < m; i0 += 16) {
+      const int mi = std::min(16, m - i0);
+      for (int r = 0; r < 16; ++r)
+        blk[r] = r < mi ? _mm512_maskz_loadu_epi32(nj, src + (i0 + r) * src_ld + j0) : _mm512_setzero_si512();
+      Transpose16x16(blk);
+      const __mmask16 row_lanes = FirstLanes(mi);
+      for (int r = 0; r < 16 && j0 + r < n; ++r) {
+        float* out = dst + (j0 + r) * dst_ld + i0;
+        _mm512_mask_storeu_ps(out, row_lanes,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(row_lanes, out), _mm512_castsi512_ps(blk[r])));
+      }
+    }
+  }
+}
+
 // A stored transposed ([k][m], m contiguous, row stride ld), times scale when
 // kScale -> rows of k-pairs out[i][p] (the AMX A-tile layout), 16 x 16 pair
 // blocks through the register transpose. Writes whole blocks: rows up to m

@@ -495,7 +495,26 @@ TEST_P(AttentionPackedBf16Test, EqualsTheGenericPathOnTheSameUnit) {
                           << ")";
   }
   EXPECT_EQ(packed.DirtyPadding(), 0);
+  // The backward once more at one and at two threads: with GQA and two
+  // (segment, kv head) items per thread it writes dK, dV itself, each kv
+  // head's query heads in turn (PackedBf16KeysDirect), else it sums per-head
+  // partials; either way the generic path's bits.
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    Buffers<float> again(c, in);
+    again.config = packed.config;
+    again.Forward();
+    again.Backward();
+    const Tensor* r[] = {&again.p.o, &again.p.lse, &again.p.dq, &again.p.dk, &again.p.dv};
+    for (int t = 2; t < 5; ++t)
+      EXPECT_EQ(Buffers<float>::Get(*g[t]), Buffers<float>::Get(*r[t]))
+          << c.name << ": " << names[t] << " differs at " << threads << " threads (keys direct: "
+          << cpu::PackedBf16KeysDirect(UnpackAttention<float>(again.p, true), threads) << ")";
+  }
+  omp_set_num_threads(saved);
 }
+
 
 std::vector<Case> PackedCases() {
   std::vector<Case> cs = IsaCases();
@@ -524,6 +543,20 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionPackedBf16Test, ::testing::ValuesIn(All
                          [](const ::testing::TestParamInfo<PackedCase>& info) {
                            return std::string(info.param.amx ? "amx_" : "avx512bf16_") + info.param.c.name;
                          });
+
+// Both backward modes are exercised by the packed cases: some write dK, dV
+// directly at one or two threads, some sum partials.
+TEST(AttentionPackedBf16, CasesCoverDirectKeysAndPartials) {
+  int direct = 0, partials = 0;
+  for (const Case& c : PackedCases()) {
+    if (c.head_dim % 32 != 0) continue;
+    Buffers<float> b(c, RandomInputs<float>(ShapeOf(c), c.seed));
+    for (int threads : {1, 2})
+      (cpu::PackedBf16KeysDirect(UnpackAttention<float>(b.p, true), threads) ? direct : partials) += 1;
+  }
+  EXPECT_GT(direct, 0);
+  EXPECT_GT(partials, 0);
+}
 
 // A table's own load_transposed against the drivers' scalar loop, bit for
 // bit: rows short of the width, a head dim not a multiple of 16, a negative
