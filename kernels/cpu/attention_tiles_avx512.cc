@@ -323,6 +323,30 @@ void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const
   }
 }
 
+// Where the backward pass writes query rows i, i + 1 (two: whether row i + 1
+// exists): P and dS as pairs of the two rows (pp, dpp), dS as key pairs of
+// each row (r0, r1).
+struct PairRowsOut {
+  uint32_t *pp, *dpp, *r0, *r1;
+  bool two;
+};
+inline PairRowsOut PairRowsAt(int i, int rows, uint32_t* p_pairs, uint32_t* ds_pairs, int pairs_ld,
+                              uint32_t* ds_rows, int rows_ld) {
+  uint32_t* r0 = ds_rows + i * rows_ld;
+  return {p_pairs + (i / 2) * pairs_ld, ds_pairs + (i / 2) * pairs_ld, r0, r0 + rows_ld, i + 1 < rows};
+}
+
+// The pass's stores of its two rows at keys x + [0, 32).
+inline void StorePairsStep(const PairRowsOut& o, int x, __m512 p0a, __m512 p0b, __m512 p1a, __m512 p1b, __m512 d0a,
+                           __m512 d0b, __m512 d1a, __m512 d1b) {
+  _mm512_storeu_si512(o.pp + x, PairLanes(p0a, p1a));
+  _mm512_storeu_si512(o.pp + x + 16, PairLanes(p0b, p1b));
+  _mm512_storeu_si512(o.dpp + x, PairLanes(d0a, d1a));
+  _mm512_storeu_si512(o.dpp + x + 16, PairLanes(d0b, d1b));
+  _mm512_storeu_si512(o.r0 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d0b, d0a)));
+  if (o.two) _mm512_storeu_si512(o.r1 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d1b, d1a)));
+}
+
 // TileBackward<true>'s BackwardLanes on two rows at a time and 32 keys per
 // step, converted in registers instead of stored as fp32.
 void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, int width, const int* ra,
@@ -336,11 +360,8 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
   };
   const __m512 zero = _mm512_setzero_ps();
   for (int i = 0; i < rows; i += 2) {
-    const bool two = i + 1 < rows;
-    uint32_t* pp = p_pairs + (i / 2) * pairs_ld;
-    uint32_t* dpp = ds_pairs + (i / 2) * pairs_ld;
-    uint32_t* r0 = ds_rows + i * rows_ld;
-    uint32_t* r1 = r0 + rows_ld;
+    const PairRowsOut out = PairRowsAt(i, rows, p_pairs, ds_pairs, pairs_ld, ds_rows, rows_ld);
+    const bool two = out.two;
     for (int x = 0; x < width; x += 32) {
       __m512 p0a = zero, p0b = zero, d0a = zero, d0b = zero, p1a = zero, p1b = zero, d1a = zero, d1b = zero;
       if (x < len) {
@@ -351,12 +372,7 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
         lanes(i, x + 16, p0b, d0b);
         if (two) lanes(i + 1, x + 16, p1b, d1b);
       }
-      _mm512_storeu_si512(pp + x, PairLanes(p0a, p1a));
-      _mm512_storeu_si512(pp + x + 16, PairLanes(p0b, p1b));
-      _mm512_storeu_si512(dpp + x, PairLanes(d0a, d1a));
-      _mm512_storeu_si512(dpp + x + 16, PairLanes(d0b, d1b));
-      _mm512_storeu_si512(r0 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d0b, d0a)));
-      if (two) _mm512_storeu_si512(r1 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d1b, d1a)));
+      StorePairsStep(out, x, p0a, p0b, p1a, p1b, d0a, d0b, d1a, d1b);
     }
   }
 }
@@ -382,8 +398,9 @@ inline void BackwardRegisters(__m512 sv, __m512 dpv, int x, int ra, int rb, __m5
 template <int NV>
 inline void ScoresBackwardStrip(int x0, int kp, const uint32_t* __restrict q, const uint32_t* __restrict o, int a_ld,
                                 const uint32_t* __restrict kt, const uint32_t* __restrict vt, int b_ld, int i,
-                                bool two, int len, const int* ra, const int* rb, const float* lse,
-                                const float* drow, uint32_t* pp, uint32_t* dpp, uint32_t* r0, uint32_t* r1) {
+                                int len, const int* ra, const int* rb, const float* lse, const float* drow,
+                                const PairRowsOut& out) {
+  const bool two = out.two;
   __m512 sa[2][NV], da[2][NV];
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) sa[0][v] = sa[1][v] = da[0][v] = da[1][v] = _mm512_setzero_ps();
@@ -428,12 +445,7 @@ inline void ScoresBackwardStrip(int x0, int kp, const uint32_t* __restrict q, co
         BackwardRegisters(sa[1][2 * h + 1], da[1][2 * h + 1], x + 16, ra[i + 1], rb[i + 1], lv1, nlv1, dv1, p1b,
                           d1b);
     }
-    _mm512_storeu_si512(pp + x, PairLanes(p0a, p1a));
-    _mm512_storeu_si512(pp + x + 16, PairLanes(p0b, p1b));
-    _mm512_storeu_si512(dpp + x, PairLanes(d0a, d1a));
-    _mm512_storeu_si512(dpp + x + 16, PairLanes(d0b, d1b));
-    _mm512_storeu_si512(r0 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d0b, d0a)));
-    if (two) _mm512_storeu_si512(r1 + x / 2, (__m512i)(_mm512_cvtne2ps_pbh(d1b, d1a)));
+    StorePairsStep(out, x, p0a, p0b, p1a, p1b, d0a, d0b, d1a, d1b);
   }
 }
 
@@ -441,32 +453,22 @@ void DotBackwardPairs(const uint32_t* q, const uint32_t* o, int a_ld, int kp, co
                       int b_ld, int rows, int len, int width, const int* ra, const int* rb, const float* lse,
                       const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs, int pairs_ld, uint32_t* ds_rows,
                       int rows_ld) {
-  const __m512i zero = _mm512_setzero_si512();
+  const __m512 zero = _mm512_setzero_ps();
   for (int i = 0; i < rows; i += 2) {
-    const bool two = i + 1 < rows;
-    uint32_t* pp = p_pairs + (i / 2) * pairs_ld;
-    uint32_t* dpp = ds_pairs + (i / 2) * pairs_ld;
-    uint32_t* r0 = ds_rows + i * rows_ld;
-    uint32_t* r1 = r0 + rows_ld;
+    const PairRowsOut out = PairRowsAt(i, rows, p_pairs, ds_pairs, pairs_ld, ds_rows, rows_ld);
     int x0 = 0;
     for (; x0 + 64 <= len; x0 += 64)
-      ScoresBackwardStrip<4>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, two, len, ra, rb, lse, drow, pp, dpp, r0, r1);
+      ScoresBackwardStrip<4>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, len, ra, rb, lse, drow, out);
     switch ((len - x0) / 16) {
-      case 1: ScoresBackwardStrip<1>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, two, len, ra, rb, lse, drow, pp, dpp, r0, r1); break;
-      case 2: ScoresBackwardStrip<2>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, two, len, ra, rb, lse, drow, pp, dpp, r0, r1); break;
-      case 3: ScoresBackwardStrip<3>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, two, len, ra, rb, lse, drow, pp, dpp, r0, r1); break;
+      case 1: ScoresBackwardStrip<1>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, len, ra, rb, lse, drow, out); break;
+      case 2: ScoresBackwardStrip<2>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, len, ra, rb, lse, drow, out); break;
+      case 3: ScoresBackwardStrip<3>(x0, kp, q, o, a_ld, kt, vt, b_ld, i, len, ra, rb, lse, drow, out); break;
       default: break;
     }
     // Columns [len, width) (whole 32-key steps past the products): zero, as
     // BackwardPairs writes them; a strip ending at an odd 16 wrote its step.
-    for (int x = (len + 31) / 32 * 32; x < width; x += 32) {
-      _mm512_storeu_si512(pp + x, zero);
-      _mm512_storeu_si512(pp + x + 16, zero);
-      _mm512_storeu_si512(dpp + x, zero);
-      _mm512_storeu_si512(dpp + x + 16, zero);
-      _mm512_storeu_si512(r0 + x / 2, zero);
-      if (two) _mm512_storeu_si512(r1 + x / 2, zero);
-    }
+    for (int x = (len + 31) / 32 * 32; x < width; x += 32)
+      StorePairsStep(out, x, zero, zero, zero, zero, zero, zero, zero, zero);
   }
 }
 

@@ -146,10 +146,13 @@ void ScaleColumns(float* c, int rows, int ldc, int n, const float* alpha) {
   }
 }
 
-void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld,
-                     const float* row_scale) {
+// The 16 x 16 blocks of src ([m][n], row stride src_ld) transposed in
+// registers; emit(j, i0, lanes, v) gets destination row j's 16 lanes from
+// column i0 (lanes: those below m). j0 outer: each destination row is
+// written whole before the next.
+template <class Emit>
+inline void ForTransposedRows(const float* src, int src_ld, int m, int n, Emit emit) {
   __m512i blk[16];
-  // j0 outer: each destination row is written whole before the next.
   for (int j0 = 0; j0 < n; j0 += 16) {
     const __mmask16 nj = FirstLanes(n - j0);
     for (int i0 = 0; i0 < m; i0 += 16) {
@@ -158,35 +161,27 @@ void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptr
         blk[r] = r < mi ? _mm512_maskz_loadu_epi32(nj, src + (i0 + r) * src_ld + j0) : _mm512_setzero_si512();
       Transpose16x16(blk);
       const __mmask16 row_lanes = FirstLanes(mi);
-      for (int r = 0; r < 16 && j0 + r < n; ++r) {
-        float* out = dst + (j0 + r) * dst_ld + i0;
-        if (row_scale == nullptr)
-          _mm512_mask_storeu_epi32(out, row_lanes, blk[r]);
-        else
-          _mm512_mask_storeu_ps(out, row_lanes,
-                                _mm512_mul_ps(_mm512_castsi512_ps(blk[r]), _mm512_set1_ps(row_scale[j0 + r])));
-      }
+      for (int r = 0; r < 16 && j0 + r < n; ++r) emit(j0 + r, i0, row_lanes, _mm512_castsi512_ps(blk[r]));
     }
   }
 }
 
+void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld,
+                     const float* row_scale) {
+  ForTransposedRows(src, src_ld, m, n, [&](int j, int i0, __mmask16 lanes, __m512 v) {
+    float* out = dst + j * dst_ld + i0;
+    if (row_scale == nullptr)
+      _mm512_mask_storeu_ps(out, lanes, v);
+    else
+      _mm512_mask_storeu_ps(out, lanes, _mm512_mul_ps(v, _mm512_set1_ps(row_scale[j])));
+  });
+}
+
 void AddTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld) {
-  __m512i blk[16];
-  for (int j0 = 0; j0 < n; j0 += 16) {
-    const __mmask16 nj = FirstLanes(n - j0);
-    for (int i0 = 0; i0 < m; i0 += 16) {
-      const int mi = std::min(16, m - i0);
-      for (int r = 0; r < 16; ++r)
-        blk[r] = r < mi ? _mm512_maskz_loadu_epi32(nj, src + (i0 + r) * src_ld + j0) : _mm512_setzero_si512();
-      Transpose16x16(blk);
-      const __mmask16 row_lanes = FirstLanes(mi);
-      for (int r = 0; r < 16 && j0 + r < n; ++r) {
-        float* out = dst + (j0 + r) * dst_ld + i0;
-        _mm512_mask_storeu_ps(out, row_lanes,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(row_lanes, out), _mm512_castsi512_ps(blk[r])));
-      }
-    }
-  }
+  ForTransposedRows(src, src_ld, m, n, [&](int j, int i0, __mmask16 lanes, __m512 v) {
+    float* out = dst + j * dst_ld + i0;
+    _mm512_mask_storeu_ps(out, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out), v));
+  });
 }
 
 // A stored transposed ([k][m], m contiguous, row stride ld), times scale when
