@@ -89,11 +89,15 @@ inline std::vector<Item> MakeForwardItems(const int32_t* cu, const int32_t* cu_k
 }
 
 // Backward items: (segment, query head), longest segments first so the
-// dynamic schedule balances (the order does not change any result).
-inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, int64_t heads) {
+// dynamic schedule balances (the order does not change any result); with
+// heads_per_item = the GQA group (the packed driver's keys_direct), one item
+// per (segment, kv head) holding its query heads.
+inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, int64_t heads,
+                                           int64_t heads_per_item = 1) {
   std::vector<Item> items;
   for (int64_t s = 0; s < segments; ++s)
-    for (int64_t h = 0; h < heads; ++h) items.push_back({cu[s], cu[s + 1], cu[s], cu[s + 1], h});
+    for (int64_t h = 0; h < heads; h += heads_per_item)
+      items.push_back({cu[s], cu[s + 1], cu[s], cu[s + 1], h, 0, heads_per_item});
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.seg_end - a.seg_begin > b.seg_end - b.seg_begin; });
   return items;

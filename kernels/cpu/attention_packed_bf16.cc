@@ -12,8 +12,8 @@
 //    S and dP into P and dS pairs (B operands) and dS rows, with no
 //    transposing conversion. On vdpbf16ps, S and dP are not stored at all:
 //    amx::DotBackwardPairs computes them in registers, two query rows at a
-//    time, and runs the same pass on them there (the same bits; the backward
-//    1.03-1.05x faster on the Zen 4 VM, docs/BENCHMARKS.md). dV and dK take
+//    time, and runs the same pass on them there (the same bits; the window
+//    backward 1.02-1.06x faster on the Zen 4 VM, docs/BENCHMARKS.md). dV and dK take
 //    two query tiles per product where they can (C stored and reloaded half
 //    as often).
 // The products are on whole 16 x 16 tiles (ProductUnit: amx::Product on the
@@ -481,17 +481,6 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   }
 }
 
-// keys_direct items: (segment, kv head) with the kv head's query heads,
-// longest segments first (MakeBackwardItems' order for the dynamic schedule).
-std::vector<Item> MakeKvHeadItems(const int32_t* cu, int64_t segments, int64_t kv_heads, int64_t group) {
-  std::vector<Item> items;
-  for (int64_t s = 0; s < segments; ++s)
-    for (int64_t g = 0; g < kv_heads; ++g) items.push_back({cu[s], cu[s + 1], cu[s], cu[s + 1], g * group, 0, group});
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Item& a, const Item& b) { return a.seg_end - a.seg_begin > b.seg_end - b.seg_begin; });
-  return items;
-}
-
 std::atomic<int64_t> calls[2] = {0, 0};  // [tile_unit]
 
 Ctx<float> CtxOf(const PackedBf16AttentionArgs& a) {
@@ -540,7 +529,7 @@ void PackedBf16AttentionBackwardItems(const PackedBf16AttentionArgs& args) {
   const bool direct = args.keys_direct;
   CHECK(!direct || c.group > 1) << "packed bf16 attention backward: keys_direct without GQA";
   RunItems<PackedScratch>(
-      c, direct ? MakeKvHeadItems(c.cu, c.segments, c.kv_heads, c.group) : MakeBackwardItems(c.cu, c.segments, c.heads),
+      c, MakeBackwardItems(c.cu, c.segments, c.heads, direct ? c.group : 1),
       [product, direct](const Ctx<float>& cc, const Item& it, PackedScratch& w) {
         BackwardItem(cc, it, w, product, direct);
       });
