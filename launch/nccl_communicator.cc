@@ -58,8 +58,8 @@ class NcclCommunicator final : public Communicator {
 
   absl::Status AllReduceSum(const Tensor& x) override {
     if (absl::Status st = CheckTensor(x, /*f32_only=*/false, "AllReduceSum"); !st.ok()) return st;
+    if (x.numel() == 0) return absl::OkStatus();  // an empty tensor may have no buffer (Broadcast alike)
     if (absl::Status st = CheckDevicePointer(x.data, "AllReduceSum"); !st.ok()) return st;
-    if (x.numel() == 0) return absl::OkStatus();
     return Run(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), NcclType(x.dtype), ncclSum, comm_,
                              stream_),
                absl::StrFormat("ncclAllReduce(%s)", x.DebugString()));

@@ -521,10 +521,11 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   };
 
   if (rank == 0)
-    std::printf("longctx train: %s | %s | %d layers [%s] | %lld params | seq %d x batch %d x accum %d x world %d\n",
-                dims_.name.c_str(), backend_->name().c_str(), dims_.layers,
-                LayerKindsString(dims_.kinds).c_str(), static_cast<long long>(model_->layout().total()),
-                config_.data().seq_len(), config_.data().batch_size(), accum, world);
+    std::printf(
+        "longctx train: %s | %s | %d layers [%s] | %lld params | seq %d x batch %d x accum %d x world %d (%s)\n",
+        dims_.name.c_str(), backend_->name().c_str(), dims_.layers, LayerKindsString(dims_.kinds).c_str(),
+        static_cast<long long>(model_->layout().total()), config_.data().seq_len(), config_.data().batch_size(),
+        accum, world, comm_->name().c_str());
   if (rank == 0 && sft_schedule_ != nullptr)
     std::printf("SFT: %s, %lld examples (%lld tokens, %lld with loss) from %s; seq/batch above are eval's\n",
                 SftScheduleSummary(sft_schedule_->options()).c_str(),

@@ -27,6 +27,7 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/line_vector.h"
+#include "kernels/log.h"
 #include "kernels/math/bf16.h"
 #include "kernels/status_macros.h"
 #include "model/config.h"
@@ -202,6 +203,58 @@ GemmPeaks MeasureGemmPeaks() {
   return p;
 }
 
+GemmPeaks MeasureDeviceGemmPeaks(Backend& be) {
+  constexpr int kN = 8192, kRepeats = 10;
+  const int64_t n = kN;
+  const size_t elems = static_cast<size_t>(n) * n;
+  std::vector<float> host(elems);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (float& x : host) x = u(rng);
+  std::vector<uint16_t> host_bf16(elems);
+  for (size_t i = 0; i < elems; ++i) host_bf16[i] = math::F32ToBf16Bits(host[i]);
+  void* a = be.Alloc(elems * sizeof(float));
+  void* b = be.Alloc(elems * sizeof(float));
+  void* c = be.Alloc(elems * sizeof(float));
+  const MatmulPrecision saved = be.matmul_precision();
+  auto best_of = [&](DType dtype) {
+    GemmParams p;
+    p.a = Tensor(a, dtype, {n, n}, be.device());
+    p.b = Tensor(b, dtype, {n, n}, be.device());
+    p.c = Tensor(c, DType::kF32, {n, n}, be.device());
+    be.CopyFromHost(p.a, dtype == DType::kF32 ? static_cast<const void*>(host.data()) : host_bf16.data());
+    be.CopyFromHost(p.b, dtype == DType::kF32 ? static_cast<const void*>(host.data()) : host_bf16.data());
+    double best = 0;
+    for (int r = 0; r <= kRepeats; ++r) {  // r = 0 warms up (cuBLAS heuristics, clocks), untimed
+      be.Synchronize();
+      const auto t0 = Clock::now();
+      be.Gemm(p);
+      be.Synchronize();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (r > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / s / 1e9);
+    }
+    return best;
+  };
+  GemmPeaks p;
+  if (absl::Status st = be.SetMatmulPrecision(MatmulPrecision::kF32); !st.ok()) LOG(FATAL) << st;
+  p.fp32 = best_of(DType::kF32);  // fp32_onednn, fp32_openblas stay 0: no CPU library ran
+  p.fp32_source = absl::StrFormat("%s Gemm, fp32 operands, %d^3 best of %d on the device: %.1f GFLOP/s", be.name(),
+                                  kN, kRepeats, p.fp32);
+  p.bf16 = best_of(DType::kBF16);
+  p.bf16_source = absl::StrFormat("%s Gemm, bf16 operands (fp32 accumulation), %d^3 best of %d on the device: %.1f "
+                                  "GFLOP/s",
+                                  be.name(), kN, kRepeats, p.bf16);
+  if (absl::Status st = be.SetMatmulPrecision(saved); !st.ok()) LOG(FATAL) << st;
+  be.Free(a);
+  be.Free(b);
+  be.Free(c);
+  return p;
+}
+
+GemmPeaks MeasureBackendGemmPeaks(Backend& be) {
+  return be.device() == Device::kCpu ? MeasureGemmPeaks() : MeasureDeviceGemmPeaks(be);
+}
+
 namespace {
 
 struct BenchFlags {
@@ -327,15 +380,18 @@ int RunBenchCommand(const std::string& config_path, const std::vector<std::strin
   // exist, so they do not count.
   const double peak_rss_mb = PeakRssMb();
 
-  // (a) The machine: the GEMM peaks with the configured threads (CPU, also
-  // under the cuda backend, where they are not the device's peak): fp32 = the
-  // better sgemm of the two libraries longctx can use, bf16 = oneDNN's bf16
-  // matmul where the CPU has bf16 dot products; the step is a fraction of the
-  // one of its own precision. Measured after the steps so their buffers stay
-  // out of peak_rss_mb.
-  std::fprintf(stderr, "bench: measuring the GEMM peaks (fp32%s, 2048^3 best of 15 each) ...\n",
-               BenchHasBf16Peak() ? " and bf16" : "");
-  const GemmPeaks peaks = MeasureGemmPeaks();
+  // (a) The machine: the GEMM peaks of the device the steps ran on. CPU, with
+  // the configured threads: fp32 = the better sgemm of the two libraries
+  // longctx can use, bf16 = oneDNN's bf16 matmul where the CPU has bf16 dot
+  // products. cuda: the backend's cuBLAS Gemm on the GPU in each precision
+  // (MeasureDeviceGemmPeaks). The step is a fraction of the one of its own
+  // precision. Measured after the steps so their buffers stay out of
+  // peak_rss_mb.
+  std::fprintf(stderr, "bench: measuring the GEMM peaks (%s) ...\n",
+               (*backend)->device() != Device::kCpu ? "fp32 and bf16 on the device, 8192^3 best of 10 each"
+               : BenchHasBf16Peak()                 ? "fp32 and bf16, 2048^3 best of 15 each"
+                                                    : "fp32, 2048^3 best of 15");
+  const GemmPeaks peaks = MeasureBackendGemmPeaks(**backend);
   const double peak_onednn = peaks.fp32_onednn, peak_openblas = peaks.fp32_openblas;
   const double peak = peaks.Of(bf16);
   const std::string peak_source = bf16 && peaks.bf16 > 0 ? peaks.bf16_source : peaks.fp32_source;

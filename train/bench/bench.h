@@ -29,6 +29,8 @@
 
 namespace longctx {
 
+class Backend;
+
 // Best-of-`repeats` GFLOP/s of an n×n×n F32 GEMM on `library` with the
 // current thread count (2·n³ FLOPs per call).
 double MeasureSgemmPeakGflops(int n, int repeats, cpu::SgemmLibrary library);
@@ -52,6 +54,14 @@ struct GemmPeaks {
   double Of(bool bf16_precision) const { return bf16_precision && bf16 > 0 ? bf16 : fp32; }
 };
 GemmPeaks MeasureGemmPeaks();  // 2048³, best of 15, each precision
+// The same two limits on a device backend (cuda): the backend's own Gemm on
+// device buffers, n = 8192 (a GPU needs large products to reach its peak),
+// best of 10, timed with a Synchronize after each call: fp32 = F32 operands at
+// MatmulPrecision::kF32 (cuBLAS sgemm, no TF32), bf16 = BF16 operands into an
+// F32 C (tensor cores, fp32 accumulation). The backend's precision is restored.
+GemmPeaks MeasureDeviceGemmPeaks(Backend& backend);
+// MeasureDeviceGemmPeaks for a device backend, else MeasureGemmPeaks (the CPU).
+GemmPeaks MeasureBackendGemmPeaks(Backend& backend);
 
 // `longctx bench --config FILE [--steps=N] [--warmup=N] [--precision=fp32|bf16]
 //   [--peer=pytorch [--peer_steps=N] [--peer_warmup=N] [--python=PATH] [--peer_script=PATH]]

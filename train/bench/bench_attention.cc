@@ -217,7 +217,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   if (bf16)
     if (absl::Status pst = be->SetMatmulPrecision(MatmulPrecision::kBF16); !pst.ok()) return FailCommand(pst);
   std::fprintf(stderr, "bench attention: measuring the GEMM peaks ...\n");
-  const GemmPeaks peaks = MeasureGemmPeaks();
+  const GemmPeaks peaks = MeasureBackendGemmPeaks(*be);
   const double peak = peaks.Of(bf16);
   std::printf("  precision %s; fp32 GEMM peak %.1f GFLOP/s (%s); bf16 GEMM peak %s\n", bf16 ? "bf16" : "fp32",
               peaks.fp32, peaks.fp32_source.c_str(),

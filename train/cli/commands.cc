@@ -49,8 +49,11 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
   if (!config.ok()) return FailCommand(config.status());
   // Under mpirun/srun a world of ranks (launch/communicator.h), else one process
   // as always. With peers, an error on any rank ends the whole job (AbortJob)
-  // so no rank waits forever in a collective.
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator();
+  // so no rank waits forever in a collective. The cuda backend's gradients
+  // and shards live in device memory: its ranks talk over NCCL (host scalars
+  // still over MPI), the cpu backend's over MPI.
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      MakeCommunicator(config->backend() == "cuda" ? Device::kCuda : Device::kCpu);
   if (!comm.ok()) return FailCommand(comm.status());
   const bool multi = (*comm)->world_size() > 1;
   const int rank = (*comm)->rank();
