@@ -159,8 +159,9 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   StageQueries(c, it, w.qs, w.dos);
   w.dqa.assign(w.qs.size(), T(0));
   KeyBlock blocks[kBackwardGroup];
-  for (int64_t g0 = sb; g0 < se;) {
-    const int nb = NextKeyGroup(c, sb, se, g0, kBlockK, kBackwardGroup, 0, blocks);
+  // The item's keys: the segment's, or its key part's (BackwardKeyParts).
+  for (int64_t g0 = it.begin; g0 < it.end;) {
+    const int nb = NextKeyGroup(c, sb, se, g0, kBlockK, kBackwardGroup, 0, blocks, it.end);
     const int64_t tlo = blocks[0].qlo;
     int64_t thi = 0;
     for (int b = 0; b < nb; ++b) thi = std::max(thi, blocks[b].qhi);
@@ -205,7 +206,12 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
     }
     g0 = blocks[nb - 1].j0 + blocks[nb - 1].nk;
   }
-  WriteDq(c, it, w.dqa.data());
+  if (c.key_parts == 1) {
+    WriteDq(c, it, w.dqa.data());
+    return;
+  }
+  const RowRange rows = KeyPartRows(c, sb, se, it.begin, it.end);
+  WriteDq(c, it, w.dqa.data(), rows.lo - sb, rows.hi - sb);
 }
 
 // The packed bf16 driver (attention_packed_bf16.h) where the tiles are bf16
@@ -263,9 +269,19 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
     }
   c.drow = drow.data();
   bool packed = false, tile_unit = false, keys_direct = false;
+  const int threads = omp_get_max_threads();
   if constexpr (std::is_same_v<T, float>) {
     packed = UsePacked(c, config, &tile_unit);
-    keys_direct = packed && PackedBf16KeysDirect(c, omp_get_max_threads());
+    keys_direct = packed && PackedBf16KeysDirect(c, threads);
+  }
+  // Key parts when the (segment, head) items are fewer than the threads (the
+  // same count for both drivers, so their results stay equal).
+  static thread_local LineVector<T> kept_dq_part;
+  c.key_parts =
+      config.backward_key_parts > 0 ? config.backward_key_parts : BackwardKeyParts(c.segments * heads, threads);
+  if (c.key_parts > 1) {
+    kept_dq_part.resize(static_cast<size_t>((c.key_parts - 1) * heads * n * d));
+    c.dq_part = kept_dq_part.data();
   }
   if (c.group > 1 && !keys_direct) {
     dk_part.resize(static_cast<size_t>(heads * n * d));
@@ -277,10 +293,13 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
     if (packed) {
       PackedBf16AttentionArgs args{c, c.tiles, tile_unit, c.drow, c.dk_part, c.dv_part};
       args.keys_direct = keys_direct;
+      args.key_parts = c.key_parts;
+      args.dq_part = c.dq_part;
       PackedBf16AttentionBackwardItems(args);
     }
   }
-  if (!packed) RunItems<Scratch<T>>(c, MakeBackwardItems(c.cu, c.segments, heads), BackwardItem<T>);
+  if (!packed) RunItems<Scratch<T>>(c, MakeBackwardPartItems(c, 1), BackwardItem<T>);
+  CombineDqParts(c);
   if (c.group == 1 || keys_direct) return;  // (keys_direct: the items wrote dK, dV)
   // dK, dV of kv head g = the partials of its query heads, summed in head order.
   const int64_t group = c.group, kv_heads = c.kv_heads;

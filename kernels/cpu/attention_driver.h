@@ -47,6 +47,11 @@ struct Ctx : AttentionView<T> {
   const AttentionTileKernels<T>* tiles = nullptr;
   const T* drow = nullptr;  // D[h * n + i] = rowsum(dO * O)
   T *dk_part = nullptr, *dv_part = nullptr;  // [heads][n][d] when group > 1
+  // Backward key parts (BackwardKeyParts): with key_parts > 1 every item's
+  // raw dQ accumulator goes to dQ itself (part 0) or to dq_part
+  // [key_parts - 1][heads][n][d] (parts 1...), and CombineDqParts sums them.
+  int key_parts = 1;
+  T* dq_part = nullptr;
 };
 
 // A block of rows [begin, end) inside the segment [seg_begin, seg_end), plus
@@ -58,6 +63,7 @@ struct Item {
   int64_t head;
   int64_t shift = 0;
   int64_t heads = 1;
+  int part = 0;  // backward: which key part [begin, end) of its segment (BackwardKeyParts)
 };
 
 // Query heads per forward item at most: the query heads of one kv head that
@@ -103,6 +109,85 @@ inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, 
   return items;
 }
 
+// Backward key parts. Backward items are (segment, query head): with fewer
+// of them than threads, the other threads would idle through the whole
+// backward (ref-b: 8 heads, one 16,384-token segment, 16 threads: half of
+// them; measured on a 16-core AMX host, docs/BENCHMARKS.md, issue 16). Then
+// each item's keys are cut into up to kMaxKeyParts parts of about equal work
+// (the queries that see each kKeyPartAlign-key block), each part its own
+// item: its dK, dV rows are its own, and the dQ rows several parts reach are
+// summed after them, in part order (CombineDqParts). The result then depends
+// on the number of parts (so on the thread count, as a GEMM library's does),
+// never on the schedule; one part is the unsplit backward, bit for bit.
+constexpr int kMaxKeyParts = 8;
+constexpr int kKeyPartAlign = 128;  // a multiple of both drivers' backward key blocks
+inline int BackwardKeyParts(int64_t items, int threads) {
+  if (items <= 0 || items >= threads) return 1;
+  return static_cast<int>(std::min<int64_t>(kMaxKeyParts, (threads + items - 1) / items));
+}
+
+// The keys of segment [sb, se) cut into `parts` parts: bounds[0] = sb <=
+// bounds[1] <= ... <= bounds[parts] = se, inner bounds kKeyPartAlign keys
+// apart from sb (a part may be empty in a short segment), each part about
+// 1/parts of the work, counted as the queries that see each block.
+template <class T>
+std::vector<int64_t> KeyPartBounds(const Ctx<T>& c, int64_t sb, int64_t se, int parts) {
+  std::vector<int64_t> bounds(static_cast<size_t>(parts) + 1, se);
+  bounds[0] = sb;
+  if (parts == 1) return bounds;
+  std::vector<double> cumulative;
+  double total = 0;
+  for (int64_t j0 = sb; j0 < se; j0 += kKeyPartAlign) {
+    const int64_t j1 = std::min<int64_t>(j0 + kKeyPartAlign, se);
+    const int64_t queries =
+        math::EndQuerySeeing(c.mask, se, j1 - 1) - std::max(sb, math::FirstQuerySeeing(c.mask, j0));
+    total += static_cast<double>(std::max<int64_t>(queries, 0)) * static_cast<double>(j1 - j0);
+    cumulative.push_back(total);
+  }
+  int p = 1;
+  for (size_t x = 0; x < cumulative.size() && p < parts; ++x)
+    while (p < parts && cumulative[x] >= total * p / parts) {
+      bounds[p] = std::min<int64_t>(se, sb + static_cast<int64_t>(x + 1) * kKeyPartAlign);
+      ++p;
+    }
+  return bounds;
+}
+
+// The query rows [lo, hi) of segment [sb, se) that a key part [k0, k1) can
+// reach (empty for an empty part): the rows its dQ accumulator holds.
+struct RowRange {
+  int64_t lo, hi;
+};
+template <class T>
+RowRange KeyPartRows(const Ctx<T>& c, int64_t sb, int64_t se, int64_t k0, int64_t k1) {
+  if (k0 >= k1) return {k0, k0};
+  const int64_t lo = std::max(sb, math::FirstQuerySeeing(c.mask, k0));
+  const int64_t hi = std::min(se, math::EndQuerySeeing(c.mask, se, k1 - 1));  // the last key's reach ends last
+  return {lo, std::max(lo, hi)};
+}
+
+// Backward items with c.key_parts parts per (segment, head group): as
+// MakeBackwardItems, each item's [begin, end) its part's keys (the whole
+// segment with one part).
+template <class T>
+std::vector<Item> MakeBackwardPartItems(const Ctx<T>& c, int64_t heads_per_item) {
+  std::vector<Item> items = MakeBackwardItems(c.cu, c.segments, c.heads, heads_per_item);
+  if (c.key_parts == 1) return items;
+  std::vector<Item> parts;
+  for (const Item& it : items) {
+    const std::vector<int64_t> bounds = KeyPartBounds(c, it.seg_begin, it.seg_end, c.key_parts);
+    for (int p = 0; p < c.key_parts; ++p) {
+      if (bounds[p] >= bounds[p + 1]) continue;
+      Item part = it;
+      part.begin = bounds[p];
+      part.end = bounds[p + 1];
+      part.part = p;
+      parts.push_back(part);
+    }
+  }
+  return parts;
+}
+
 // A backward key block [j0, j0 + nk) and the queries [qlo, qhi) that can see
 // a key of it.
 struct KeyBlock {
@@ -112,18 +197,19 @@ struct KeyBlock {
 };
 
 // The backward's next group of key blocks of the segment [sb, se), from key
-// g0: up to max_blocks blocks of block_keys keys whose query tiles lie on one
-// grid (a block's tiles start at its first query, as one block at a time
-// would take them; with the backward's masks that is its first key), and only
-// the first when it is seen by fewer than min_queries queries. Writes the
-// blocks to out and returns how many; the group's query tiles start at
-// out[0].qlo.
+// g0 to at most key_end (the item's key part; -1: se): up to max_blocks
+// blocks of block_keys keys whose query tiles lie on one grid (a block's
+// tiles start at its first query, as one block at a time would take them;
+// with the backward's masks that is its first key), and only the first when
+// it is seen by fewer than min_queries queries. Writes the blocks to out and
+// returns how many; the group's query tiles start at out[0].qlo.
 template <class T>
 int NextKeyGroup(const Ctx<T>& c, int64_t sb, int64_t se, int64_t g0, int block_keys, int max_blocks,
-                 int64_t min_queries, KeyBlock* out) {
+                 int64_t min_queries, KeyBlock* out, int64_t key_end = -1) {
+  if (key_end < 0) key_end = se;
   int nb = 0;
-  for (int64_t j0 = g0; j0 < se && nb < max_blocks; j0 += block_keys) {
-    const int64_t j1 = std::min<int64_t>(j0 + block_keys, se);
+  for (int64_t j0 = g0; j0 < key_end && nb < max_blocks; j0 += block_keys) {
+    const int64_t j1 = std::min<int64_t>(j0 + block_keys, key_end);
     const int64_t qlo = std::max(sb, math::FirstQuerySeeing(c.mask, j0));
     const int64_t qhi = math::EndQuerySeeing(c.mask, se, j1 - 1);
     if (nb > 0 && (qlo < out[0].qlo || (qlo - out[0].qlo) % kBlockQ != 0)) break;
@@ -299,15 +385,60 @@ void WriteKeyBlock(const Ctx<T>& c, const Item& it, int64_t j0, int nk, const T*
 }
 
 // Backward item, end: dQ = scale * the accumulator (dense [len][d]), for the
-// segment's rows [from, to) (all of them by default).
+// segment's rows [from, to) (all of them by default). With key parts, the raw
+// accumulator to the part's buffer instead (CombineDqParts scales the sum).
 template <class T>
 void WriteDq(const Ctx<T>& c, const Item& it, const T* dqa, int64_t from = 0, int64_t to = -1) {
   const int64_t d = c.d, h = it.head, sb = it.seg_begin;
   if (to < 0) to = it.seg_end - sb;
+  if (c.key_parts > 1) {
+    T* dst = it.part == 0 ? c.dq + h * d : c.dq_part + ((it.part - 1) * c.heads + h) * c.n * d;
+    const int64_t ld = it.part == 0 ? c.sdq : d;
+    for (int64_t i = sb + from; i < sb + to; ++i) std::copy_n(dqa + (i - sb) * d, d, dst + i * ld);
+    return;
+  }
   for (int64_t i = sb + from; i < sb + to; ++i) {
     T* dqrow = c.dq + i * c.sdq + h * d;
     const T* acc = dqa + (i - sb) * d;
     for (int64_t x = 0; x < d; ++x) dqrow[x] = c.scale * acc[x];
+  }
+}
+
+// After the backward items with key parts: dQ = scale * (the raw dQ of part
+// 0, in dQ, + part 1 + ...), in part order, over the rows each part reached
+// (KeyPartRows; a row no part reached is 0).
+template <class T>
+void CombineDqParts(const Ctx<T>& c) {
+  if (c.key_parts == 1) return;
+  const int parts = c.key_parts;
+  const int64_t d = c.d, heads = c.heads, n = c.n;
+  std::vector<RowRange> rows(static_cast<size_t>(c.segments * parts));
+  std::vector<int64_t> segment_of(static_cast<size_t>(n), -1);
+  for (int64_t s = 0; s < c.segments; ++s) {
+    const int64_t sb = c.cu[s], se = c.cu[s + 1];
+    const std::vector<int64_t> bounds = KeyPartBounds(c, sb, se, parts);
+    for (int p = 0; p < parts; ++p) rows[s * parts + p] = KeyPartRows(c, sb, se, bounds[p], bounds[p + 1]);
+    std::fill(segment_of.begin() + sb, segment_of.begin() + se, s);
+  }
+#pragma omp parallel
+  {
+    std::vector<T> sum(static_cast<size_t>(d));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = segment_of[i];
+      if (s < 0) continue;
+      for (int64_t h = 0; h < heads; ++h) {
+        T* dqrow = c.dq + i * c.sdq + h * d;
+        std::fill(sum.begin(), sum.end(), T(0));
+        for (int p = 0; p < parts; ++p) {
+          const RowRange r = rows[s * parts + p];
+          if (i < r.lo || i >= r.hi) continue;
+          const T* src = p == 0 ? dqrow : c.dq_part + (((p - 1) * heads + h) * n + i) * d;
+          for (int64_t x = 0; x < d; ++x) sum[x] += src[x];
+        }
+        for (int64_t x = 0; x < d; ++x) dqrow[x] = c.scale * sum[x];
+      }
+    }
   }
 }
 

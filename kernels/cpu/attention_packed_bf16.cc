@@ -286,7 +286,15 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     std::fill(w.qsb.begin() + x * ldt + (len + 1) / 2, w.qsb.begin() + (x + 1) * ldt, 0u);
     std::fill(w.dosb.begin() + x * ldt + (len + 1) / 2, w.dosb.begin() + (x + 1) * ldt, 0u);
   }
-  int64_t packed = 0, zeroed = 0, written = 0;  // rows packed, dQ rows zeroed, dQ rows written out
+  // The item's keys [it.begin, it.end): the segment's, or a key part's
+  // (BackwardKeyParts), whose dQ rows are `reach`; rows before it are never
+  // packed, zeroed or written (its start is even: parts start kKeyPartAlign
+  // keys apart from sb, and the backward's first query of a key is the key).
+  const RowRange reach = KeyPartRows(c, sb, se, it.begin, it.end);
+  const int64_t first_row = c.key_parts == 1 ? 0 : (reach.lo - sb) / 2 * 2;
+  const int64_t last_row = c.key_parts == 1 ? len : reach.hi - sb;
+  int64_t packed = first_row, zeroed = first_row;  // rows packed, dQ rows zeroed
+  int64_t written = c.key_parts == 1 ? 0 : reach.lo - sb;  // dQ rows written out
   auto need_rows = [&](int64_t hi) {             // rows [0, hi) of the packed Q, dO and of dQ ready
     if (hi > packed && packed < len) {
       // In steps of at least 256 rows (even: pairs never straddle two steps;
@@ -409,9 +417,9 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   // per group, not once per block (the generic driver's BackwardItem says
   // why). Every dQ row still adds its key blocks in ascending order and every
   // dKᵀ, dVᵀ column its query tiles in ascending order: the same bits.
-  for (int64_t g0 = sb; g0 < se;) {
+  for (int64_t g0 = it.begin; g0 < it.end;) {
     KeyBlock spans[kBwdGroup];
-    const int nb = NextKeyGroup(c, sb, se, g0, kBwdKeys, kBwdGroup, kBwdGroupMinQueries, spans);
+    const int nb = NextKeyGroup(c, sb, se, g0, kBwdKeys, kBwdGroup, kBwdGroupMinQueries, spans, it.end);
     const int64_t tlo = spans[0].qlo;
     int64_t thi = 0;
     for (int b = 0; b < nb; ++b) {
@@ -455,12 +463,12 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     }
     // Queries before the next group's first key see no later key.
     const int64_t j_end = blocks[nb - 1].j0 + blocks[nb - 1].nk;
-    const int64_t done = std::min<int64_t>(len, j_end - sb);
+    const int64_t done = std::max(written, std::min<int64_t>(last_row, j_end - sb));
     WriteDq(c, it, w.dqa.data(), written, done);
     written = done;
     g0 = j_end;
   }
-  WriteDq(c, it, w.dqa.data(), written, len);
+  WriteDq(c, it, w.dqa.data(), written, last_row);
 }
 
 // A backward item: one query head (it.heads == 1) to its destination, or
@@ -492,6 +500,9 @@ Ctx<float> CtxOf(const PackedBf16AttentionArgs& a) {
   c.drow = a.drow;
   c.dk_part = a.dk_part;
   c.dv_part = a.dv_part;
+  c.key_parts = a.key_parts;
+  c.dq_part = a.dq_part;
+  CHECK(c.key_parts == 1 || c.dq_part != nullptr) << "packed bf16 attention backward: key parts without dq_part";
   return c;
 }
 
@@ -529,7 +540,7 @@ void PackedBf16AttentionBackwardItems(const PackedBf16AttentionArgs& args) {
   const bool direct = args.keys_direct;
   CHECK(!direct || c.group > 1) << "packed bf16 attention backward: keys_direct without GQA";
   RunItems<PackedScratch>(
-      c, MakeBackwardItems(c.cu, c.segments, c.heads, direct ? c.group : 1),
+      c, MakeBackwardPartItems(c, direct ? c.group : 1),
       [product, direct](const Ctx<float>& cc, const Item& it, PackedScratch& w) {
         BackwardItem(cc, it, w, product, direct);
       });

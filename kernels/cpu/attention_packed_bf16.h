@@ -34,6 +34,10 @@ struct PackedBf16AttentionArgs {
   // in head order: the bits of summing per-head partials), so there are no
   // partials and no pass summing them (PackedBf16KeysDirect says when).
   bool keys_direct = false;
+  // Backward key parts (attention_driver.h): > 1 splits every item's keys,
+  // each part's raw dQ going to dQ (part 0) or dq_part; attention.cc combines.
+  int key_parts = 1;
+  float* dq_part = nullptr;
 };
 
 // Whether this driver can run on the unit: the unit usable here (AMX with

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/attention_driver.h"
 #include "kernels/cpu/attention_packed_bf16.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/log.h"
@@ -261,12 +262,15 @@ void CheckForward(const Case& c, cpu::AttentionIsa isa = cpu::AttentionIsa::kAut
   EXPECT_EQ(b.DirtyPadding(), 0);
 }
 
+// key_parts: the backward's key parts (cpu::AttentionConfig; 0 = the
+// driver's choice for the thread count).
 template <class T>
-void CheckBackward(const Case& c, cpu::AttentionIsa isa = cpu::AttentionIsa::kAuto) {
+void CheckBackward(const Case& c, cpu::AttentionIsa isa = cpu::AttentionIsa::kAuto, int key_parts = 0) {
   const NaiveAttentionShape s = ShapeOf(c);
   const Inputs in = RandomInputs<T>(s, c.seed + 1000);
   Buffers<T> b(c, in);
   b.config.isa = isa;
+  b.config.backward_key_parts = key_parts;
   b.Forward();
   b.Backward();
   const int64_t nq = s.n * s.heads * s.head_dim, nk = s.n * s.kv_heads * s.head_dim;
@@ -282,6 +286,16 @@ TEST_P(AttentionCaseTest, ForwardF64MatchesNaive) { CheckForward<double>(GetPara
 TEST_P(AttentionCaseTest, ForwardF32MatchesNaive) { CheckForward<float>(GetParam()); }
 TEST_P(AttentionCaseTest, BackwardF64MatchesNaive) { CheckBackward<double>(GetParam()); }
 TEST_P(AttentionCaseTest, BackwardF32MatchesNaive) { CheckBackward<float>(GetParam()); }
+// The backward with every item's keys cut into three parts (what it does on
+// its own when the (segment, head) items are fewer than the threads): dK, dV
+// per part, the parts' dQ rows summed after them. The same reference, the
+// same tolerances.
+TEST_P(AttentionCaseTest, BackwardF64KeyPartsMatchesNaive) {
+  CheckBackward<double>(GetParam(), cpu::AttentionIsa::kAuto, 3);
+}
+TEST_P(AttentionCaseTest, BackwardF32KeyPartsMatchesNaive) {
+  CheckBackward<float>(GetParam(), cpu::AttentionIsa::kAuto, 3);
+}
 
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionCaseTest, ::testing::ValuesIn(AllCases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
@@ -460,6 +474,10 @@ TEST_P(AttentionPackedBf16Test, EqualsTheGenericPathOnTheSameUnit) {
   generic.config.bf16 = packed.config.bf16 = true;
   generic.config.bf16_amx = packed.config.bf16_amx = amx;
   generic.config.bf16_packed = false;
+  // One key part (the unsplit backward) whatever the thread count, so the
+  // reruns below at 1 and 2 threads compare like with like; key parts are
+  // compared after them.
+  generic.config.backward_key_parts = packed.config.backward_key_parts = 1;
   const int64_t calls_before = cpu::PackedBf16AttentionCalls(amx);
   generic.Forward();
   generic.Backward();
@@ -513,6 +531,25 @@ TEST_P(AttentionPackedBf16Test, EqualsTheGenericPathOnTheSameUnit) {
           << cpu::PackedBf16KeysDirect(UnpackAttention<float>(again.p, true), threads) << ")";
   }
   omp_set_num_threads(saved);
+  // Key parts (two and three per item, as many threads on few heads would
+  // choose): both drivers cut the keys alike and sum the parts' dQ alike, so
+  // they still agree bit for bit.
+  for (int parts : {2, 3}) {
+    Buffers<float> generic_parts(c, in), packed_parts(c, in);
+    generic_parts.config = generic.config;
+    packed_parts.config = packed.config;
+    generic_parts.config.backward_key_parts = packed_parts.config.backward_key_parts = parts;
+    generic_parts.Forward();
+    generic_parts.Backward();
+    packed_parts.Forward();
+    packed_parts.Backward();
+    const Tensor* gp[] = {&generic_parts.p.dq, &generic_parts.p.dk, &generic_parts.p.dv};
+    const Tensor* pp[] = {&packed_parts.p.dq, &packed_parts.p.dk, &packed_parts.p.dv};
+    for (int t = 0; t < 3; ++t)
+      EXPECT_EQ(Buffers<float>::Get(*gp[t]), Buffers<float>::Get(*pp[t]))
+          << c.name << ": " << names[t + 2] << " differs between the drivers with " << parts << " key parts";
+    EXPECT_EQ(packed_parts.DirtyPadding(), 0);
+  }
 }
 
 
@@ -638,10 +675,11 @@ TEST(NaiveAttention, BackwardMatchesFiniteDifferences) {
 // Central differences of L = sum(o * G) through the tiled F64 forward versus
 // the tiled F64 backward with d_o = G. L(x + e) - L(x - e) is formed as
 // sum((o+ - o-) * G) so unaffected outputs cancel exactly.
-void CheckFiniteDifferences(const Case& c) {
+void CheckFiniteDifferences(const Case& c, int key_parts = 0) {
   const NaiveAttentionShape s = ShapeOf(c);
   const Inputs in = RandomInputs<double>(s, c.seed);
   Buffers<double> b(c, in);
+  b.config.backward_key_parts = key_parts;
   b.Forward();
   b.Backward();
   const std::vector<double> grads[3] = {Buffers<double>::Get(b.p.dq), Buffers<double>::Get(b.p.dk),
@@ -695,9 +733,69 @@ TEST(AttentionFiniteDifferences, GqaKv1WindowDocuments) {
 TEST(AttentionFiniteDifferences, GqaKv1Window100AcrossTiles) {
   CheckFiniteDifferences({"", {200}, 4, 1, 16, 100, 0, true, 105});
 }
+// When the backward cuts its items into key parts, and where: parts only
+// when the (segment, head) items are fewer than the threads, at most
+// kMaxKeyParts; bounds on the 128-key grid of the segment, each part about
+// an equal share of the work (causal: the first part is the shortest, as its
+// keys are seen by the most queries).
+TEST(AttentionKeyParts, PartsOnlyWhenItemsAreFewerThanThreads) {
+  EXPECT_EQ(cpu::BackwardKeyParts(16, 2), 1);
+  EXPECT_EQ(cpu::BackwardKeyParts(8, 8), 1);
+  EXPECT_EQ(cpu::BackwardKeyParts(8, 16), 2);
+  EXPECT_EQ(cpu::BackwardKeyParts(3, 16), 6);
+  EXPECT_EQ(cpu::BackwardKeyParts(1, 16), cpu::kMaxKeyParts);
+  EXPECT_EQ(cpu::BackwardKeyParts(0, 16), 1);
+}
+
+TEST(AttentionKeyParts, BoundsOnTheGridWithEqualWork) {
+  const int64_t sb = 300, len = 16384, se = sb + len;
+  for (int window : {0, 1024}) {
+    cpu::Ctx<float> c;
+    c.mask.window = window;
+    auto work = [&](int64_t k0, int64_t k1) {  // queries seeing each key, summed
+      double w = 0;
+      for (int64_t j = k0; j < k1; ++j) w += static_cast<double>((window > 0 ? std::min(se, j + window) : se) - j);
+      return w;
+    };
+    const double total = work(sb, se), block = work(sb, sb + 128);  // the first block sees the most queries
+    for (int parts : {1, 2, 3, 8}) {
+      const std::vector<int64_t> b = cpu::KeyPartBounds(c, sb, se, parts);
+      ASSERT_EQ(b.size(), static_cast<size_t>(parts + 1));
+      EXPECT_EQ(b.front(), sb);
+      EXPECT_EQ(b.back(), se);
+      for (int p = 0; p < parts; ++p) {
+        EXPECT_LT(b[p], b[p + 1]) << "window " << window << ", " << parts << " parts: part " << p << " empty";
+        if (p > 0) EXPECT_EQ((b[p] - sb) % cpu::kKeyPartAlign, 0) << "bound " << p << " off the grid";
+        EXPECT_NEAR(work(b[p], b[p + 1]), total / parts, block)
+            << "window " << window << ", " << parts << " parts: part " << p << " [" << b[p] << ", " << b[p + 1] << ")";
+      }
+    }
+    if (window == 0) {  // causal halves of the work: keys [0, L (1 - 1/sqrt 2)) and the rest
+      const std::vector<int64_t> b = cpu::KeyPartBounds(c, sb, se, 2);
+      EXPECT_NEAR(static_cast<double>(b[1] - sb), len * (1 - 1 / std::sqrt(2.0)), 128);
+    }
+  }
+  // A segment shorter than the grid step has one non-empty part.
+  cpu::Ctx<float> c;
+  const std::vector<int64_t> b = cpu::KeyPartBounds(c, 0, 100, 3);
+  EXPECT_EQ(b, (std::vector<int64_t>{0, 100, 100, 100}));
+}
+
+// The backward with key parts: a 700-token causal segment cut into four
+// parts (128-key steps) and a window over documents cut into three.
+TEST(AttentionFiniteDifferences, FullCausalKeyParts) {
+  CheckFiniteDifferences({"", {700}, 2, 1, 16, 0, 0, false, 106}, 4);
+}
+TEST(AttentionFiniteDifferences, WindowDocumentsKeyParts) {
+  CheckFiniteDifferences({"", {300, 1, 410}, 2, 2, 16, 150, 0, true, 107}, 3);
+}
 
 // Each output element is owned by one work item with a fixed summation order,
-// so results are bitwise identical across runs and across thread counts.
+// so results are bitwise identical across runs and across thread counts —
+// as long as the backward's key parts are the same: the driver cuts items
+// into parts only when they are fewer than the threads (here 4 segments x 4
+// heads = 16 items, more than 3 threads), and a fixed count of parts gives
+// the same bits on any thread count (checked below with 3).
 TEST(AttentionDeterminism, BitwiseAcrossRunsAndThreadCounts) {
   const Case c{"", {700, 3, 1, 420}, 4, 2, 32, 100, 0, true, 77};
   const NaiveAttentionShape s = ShapeOf(c);
@@ -717,10 +815,25 @@ TEST(AttentionDeterminism, BitwiseAcrossRunsAndThreadCounts) {
     EXPECT_EQ(0, std::memcmp(ref_lse.data(), b.lse.data(), ref_lse.size() * sizeof(float))) << threads;
     EXPECT_EQ(0, std::memcmp(ref_dqkv.data(), b.dqkv.data(), ref_dqkv.size() * sizeof(float))) << threads;
   }
+  std::vector<float> parts_dqkv;
+  for (int threads : {3, 1, 2}) {
+    omp_set_num_threads(threads);
+    Buffers<float> b(c, in);
+    b.config.backward_key_parts = 3;
+    b.Forward();
+    b.Backward();
+    if (parts_dqkv.empty()) {
+      parts_dqkv = b.dqkv;
+      continue;
+    }
+    EXPECT_EQ(0, std::memcmp(parts_dqkv.data(), b.dqkv.data(), parts_dqkv.size() * sizeof(float)))
+        << "3 key parts, " << threads << " threads";
+  }
   omp_set_num_threads(saved);
   // And the outputs are not trivially equal because nothing was written.
   EXPECT_NE(ref_o[0], static_cast<float>(kSentinel));
   EXPECT_NE(ref_dqkv[0], static_cast<float>(kSentinel));
+  EXPECT_NE(parts_dqkv[0], static_cast<float>(kSentinel));
 }
 
 // A window at least as long as every segment is the full causal mask: the same
