@@ -765,7 +765,9 @@ TEST(AttentionKeyParts, BoundsOnTheGridWithEqualWork) {
       EXPECT_EQ(b.back(), se);
       for (int p = 0; p < parts; ++p) {
         EXPECT_LT(b[p], b[p + 1]) << "window " << window << ", " << parts << " parts: part " << p << " empty";
-        if (p > 0) EXPECT_EQ((b[p] - sb) % cpu::kKeyPartAlign, 0) << "bound " << p << " off the grid";
+        if (p > 0) {
+          EXPECT_EQ((b[p] - sb) % cpu::kKeyPartAlign, 0) << "bound " << p << " off the grid";
+        }
         EXPECT_NEAR(work(b[p], b[p + 1]), total / parts, block)
             << "window " << window << ", " << parts << " parts: part " << p << " [" << b[p] << ", " << b[p + 1] << ")";
       }
