@@ -159,7 +159,7 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   StageQueries(c, it, w.qs, w.dos);
   w.dqa.assign(w.qs.size(), T(0));
   KeyBlock blocks[kBackwardGroup];
-  // The item's keys: the segment's, or its key part's (BackwardKeyParts).
+  // The item's keys: the segment's, or its key part's (SegmentKeyParts).
   for (int64_t g0 = it.begin; g0 < it.end;) {
     const int nb = NextKeyGroup(c, sb, se, g0, kBlockK, kBackwardGroup, 0, blocks, it.end);
     const int64_t tlo = blocks[0].qlo;
@@ -274,12 +274,14 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
     packed = UsePacked(c, config, &tile_unit);
     keys_direct = packed && PackedBf16KeysDirect(c, threads);
   }
-  // Key parts when the (segment, head) items are fewer than the threads (the
-  // same count for both drivers, so their results stay equal).
+  // Key parts for the segments whose (segment, head) items hold more than a
+  // thread's share of the work (the same for both drivers, so their results
+  // stay equal).
   static thread_local LineVector<T> kept_dq_part;
-  c.key_parts =
-      config.backward_key_parts > 0 ? config.backward_key_parts : BackwardKeyParts(c.segments * heads, threads);
+  const std::vector<int> segment_parts = SegmentKeyParts(c, threads, config.backward_key_parts);
+  c.key_parts = segment_parts.empty() ? 1 : *std::max_element(segment_parts.begin(), segment_parts.end());
   if (c.key_parts > 1) {
+    c.segment_parts = segment_parts.data();
     kept_dq_part.resize(static_cast<size_t>((c.key_parts - 1) * heads * n * d));
     c.dq_part = kept_dq_part.data();
   }
@@ -294,6 +296,7 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
       PackedBf16AttentionArgs args{c, c.tiles, tile_unit, c.drow, c.dk_part, c.dv_part};
       args.keys_direct = keys_direct;
       args.key_parts = c.key_parts;
+      args.segment_parts = c.segment_parts;
       args.dq_part = c.dq_part;
       PackedBf16AttentionBackwardItems(args);
     }

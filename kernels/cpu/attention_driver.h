@@ -13,6 +13,7 @@
 #define LONGCTX_KERNELS_CPU_ATTENTION_DRIVER_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -47,11 +48,14 @@ struct Ctx : AttentionView<T> {
   const AttentionTileKernels<T>* tiles = nullptr;
   const T* drow = nullptr;  // D[h * n + i] = rowsum(dO * O)
   T *dk_part = nullptr, *dv_part = nullptr;  // [heads][n][d] when group > 1
-  // Backward key parts (BackwardKeyParts): with key_parts > 1 every item's
+  // Backward key parts (SegmentKeyParts): key_parts is the most parts of any
+  // segment, segment_parts[s] segment s's. With key_parts > 1 every item's
   // raw dQ accumulator goes to dQ itself (part 0) or to dq_part
   // [key_parts - 1][heads][n][d] (parts 1...), and CombineDqParts sums them.
   int key_parts = 1;
+  const int* segment_parts = nullptr;
   T* dq_part = nullptr;
+  int PartsOf(int64_t segment) const { return segment_parts != nullptr ? segment_parts[segment] : key_parts; }
 };
 
 // A block of rows [begin, end) inside the segment [seg_begin, seg_end), plus
@@ -63,7 +67,7 @@ struct Item {
   int64_t head;
   int64_t shift = 0;
   int64_t heads = 1;
-  int part = 0;  // backward: which key part [begin, end) of its segment (BackwardKeyParts)
+  int part = 0;  // backward: which key part [begin, end) of its segment (SegmentKeyParts)
 };
 
 // Query heads per forward item at most: the query heads of one kv head that
@@ -109,21 +113,59 @@ inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, 
   return items;
 }
 
-// Backward key parts. Backward items are (segment, query head): with fewer
-// of them than threads, the other threads would idle through the whole
-// backward (ref-b: 8 heads, one 16,384-token segment, 16 threads: half of
-// them; measured on a 16-core AMX host, docs/BENCHMARKS.md, issue 16). Then
-// each item's keys are cut into up to kMaxKeyParts parts of about equal work
-// (the queries that see each kKeyPartAlign-key block), each part its own
-// item: its dK, dV rows are its own, and the dQ rows several parts reach are
+// Backward key parts. Backward items are (segment, query head): an item
+// with more than a thread's share of the work keeps one thread busy while
+// the others run out of items and idle — with fewer items than threads (ref-b:
+// 8 heads, one 16,384-token segment, 16 threads: half of them; measured on a
+// 16-core AMX host, docs/BENCHMARKS.md, issue 16), or with one long document
+// among short ones (its 8 items hold most of the causal work). Such an
+// item's keys are cut into up to kMaxKeyParts parts of about equal work (the
+// queries that see each kKeyPartAlign-key block), each part its own item:
+// its dK, dV rows are its own, and the dQ rows several parts reach are
 // summed after them, in part order (CombineDqParts). The result then depends
 // on the number of parts (so on the thread count, as a GEMM library's does),
 // never on the schedule; one part is the unsplit backward, bit for bit.
+// Memory: (most parts - 1) x the size of dQ.
 constexpr int kMaxKeyParts = 8;
 constexpr int kKeyPartAlign = 128;  // a multiple of both drivers' backward key blocks
-inline int BackwardKeyParts(int64_t items, int threads) {
-  if (items <= 0 || items >= threads) return 1;
-  return static_cast<int>(std::min<int64_t>(kMaxKeyParts, (threads + items - 1) / items));
+
+// The backward's work in key block [j0, j1) of segment [sb, se): queries
+// that see its keys, summed over the keys (as counted for the parts).
+template <class T>
+double KeyBlockWork(const Ctx<T>& c, int64_t sb, int64_t se, int64_t j0, int64_t j1) {
+  const int64_t queries = math::EndQuerySeeing(c.mask, se, j1 - 1) - std::max(sb, math::FirstQuerySeeing(c.mask, j0));
+  return static_cast<double>(std::max<int64_t>(queries, 0)) * static_cast<double>(j1 - j0);
+}
+template <class T>
+double SegmentWork(const Ctx<T>& c, int64_t sb, int64_t se) {
+  double w = 0;
+  for (int64_t j0 = sb; j0 < se; j0 += kKeyPartAlign) w += KeyBlockWork(c, sb, se, j0, std::min(j0 + kKeyPartAlign, se));
+  return w;
+}
+
+// Parts per segment for `threads` threads: `forced` > 0 gives every segment
+// that many (tests); else a segment's items (one per query head, c.heads of
+// them) get ceil(its share of the total work x threads) parts, at most
+// kMaxKeyParts: one where its items fit a thread's share, and for a single
+// segment ceil(threads / heads).
+template <class T>
+std::vector<int> SegmentKeyParts(const Ctx<T>& c, int threads, int forced) {
+  std::vector<int> parts(static_cast<size_t>(c.segments), forced > 0 ? forced : 1);
+  if (forced > 0 || c.segments * c.heads <= 0) return parts;
+  std::vector<double> work(static_cast<size_t>(c.segments));
+  double total = 0;
+  for (int64_t s = 0; s < c.segments; ++s) {
+    work[s] = SegmentWork(c, c.cu[s], c.cu[s + 1]);
+    total += work[s] * static_cast<double>(c.heads);
+  }
+  if (total <= 0) return parts;
+  for (int64_t s = 0; s < c.segments; ++s) {
+    // Rounded down a little first, so that an exact multiple (one segment,
+    // threads / heads) is not pushed up by the division's rounding.
+    const double want = std::ceil(work[s] * threads / total * (1 - 1e-12));
+    parts[s] = static_cast<int>(std::clamp(want, 1.0, static_cast<double>(kMaxKeyParts)));
+  }
+  return parts;
 }
 
 // The keys of segment [sb, se) cut into `parts` parts: bounds[0] = sb <=
@@ -138,10 +180,7 @@ std::vector<int64_t> KeyPartBounds(const Ctx<T>& c, int64_t sb, int64_t se, int 
   std::vector<double> cumulative;
   double total = 0;
   for (int64_t j0 = sb; j0 < se; j0 += kKeyPartAlign) {
-    const int64_t j1 = std::min<int64_t>(j0 + kKeyPartAlign, se);
-    const int64_t queries =
-        math::EndQuerySeeing(c.mask, se, j1 - 1) - std::max(sb, math::FirstQuerySeeing(c.mask, j0));
-    total += static_cast<double>(std::max<int64_t>(queries, 0)) * static_cast<double>(j1 - j0);
+    total += KeyBlockWork(c, sb, se, j0, std::min<int64_t>(j0 + kKeyPartAlign, se));
     cumulative.push_back(total);
   }
   int p = 1;
@@ -166,26 +205,24 @@ RowRange KeyPartRows(const Ctx<T>& c, int64_t sb, int64_t se, int64_t k0, int64_
   return {lo, std::max(lo, hi)};
 }
 
-// Backward items with c.key_parts parts per (segment, head group): as
-// MakeBackwardItems, each item's [begin, end) its part's keys (the whole
-// segment with one part).
+// Backward items with c.PartsOf(segment) parts per (segment, head group): as
+// MakeBackwardItems (longest segments first), each item's [begin, end) its
+// part's keys (the whole segment with one part).
 template <class T>
 std::vector<Item> MakeBackwardPartItems(const Ctx<T>& c, int64_t heads_per_item) {
-  std::vector<Item> items = MakeBackwardItems(c.cu, c.segments, c.heads, heads_per_item);
-  if (c.key_parts == 1) return items;
-  std::vector<Item> parts;
-  for (const Item& it : items) {
-    const std::vector<int64_t> bounds = KeyPartBounds(c, it.seg_begin, it.seg_end, c.key_parts);
-    for (int p = 0; p < c.key_parts; ++p) {
-      if (bounds[p] >= bounds[p + 1]) continue;
-      Item part = it;
-      part.begin = bounds[p];
-      part.end = bounds[p + 1];
-      part.part = p;
-      parts.push_back(part);
-    }
+  if (c.key_parts == 1) return MakeBackwardItems(c.cu, c.segments, c.heads, heads_per_item);
+  std::vector<Item> items;
+  for (int64_t s = 0; s < c.segments; ++s) {
+    const int64_t sb = c.cu[s], se = c.cu[s + 1];
+    const int np = c.PartsOf(s);
+    const std::vector<int64_t> bounds = KeyPartBounds(c, sb, se, np);
+    for (int64_t h = 0; h < c.heads; h += heads_per_item)
+      for (int p = 0; p < np; ++p)
+        if (bounds[p] < bounds[p + 1]) items.push_back({sb, se, bounds[p], bounds[p + 1], h, 0, heads_per_item, p});
   }
-  return parts;
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.seg_end - a.seg_begin > b.seg_end - b.seg_begin; });
+  return items;
 }
 
 // A backward key block [j0, j0 + nk) and the queries [qlo, qhi) that can see
@@ -410,14 +447,15 @@ void WriteDq(const Ctx<T>& c, const Item& it, const T* dqa, int64_t from = 0, in
 template <class T>
 void CombineDqParts(const Ctx<T>& c) {
   if (c.key_parts == 1) return;
-  const int parts = c.key_parts;
+  const int parts = c.key_parts;  // rows[s * parts + p]; a segment's parts past its own are empty
   const int64_t d = c.d, heads = c.heads, n = c.n;
-  std::vector<RowRange> rows(static_cast<size_t>(c.segments * parts));
+  std::vector<RowRange> rows(static_cast<size_t>(c.segments * parts), RowRange{0, 0});
   std::vector<int64_t> segment_of(static_cast<size_t>(n), -1);
   for (int64_t s = 0; s < c.segments; ++s) {
     const int64_t sb = c.cu[s], se = c.cu[s + 1];
-    const std::vector<int64_t> bounds = KeyPartBounds(c, sb, se, parts);
-    for (int p = 0; p < parts; ++p) rows[s * parts + p] = KeyPartRows(c, sb, se, bounds[p], bounds[p + 1]);
+    const int np = c.PartsOf(s);
+    const std::vector<int64_t> bounds = KeyPartBounds(c, sb, se, np);
+    for (int p = 0; p < np; ++p) rows[s * parts + p] = KeyPartRows(c, sb, se, bounds[p], bounds[p + 1]);
     std::fill(segment_of.begin() + sb, segment_of.begin() + se, s);
   }
 #pragma omp parallel

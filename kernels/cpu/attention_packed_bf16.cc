@@ -287,7 +287,7 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     std::fill(w.dosb.begin() + x * ldt + (len + 1) / 2, w.dosb.begin() + (x + 1) * ldt, 0u);
   }
   // The item's keys [it.begin, it.end): the segment's, or a key part's
-  // (BackwardKeyParts), whose dQ rows are `reach`; rows before it are never
+  // (SegmentKeyParts), whose dQ rows are `reach`; rows before it are never
   // packed, zeroed or written (its start is even: parts start kKeyPartAlign
   // keys apart from sb, and the backward's first query of a key is the key).
   const RowRange reach = KeyPartRows(c, sb, se, it.begin, it.end);
@@ -418,7 +418,7 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   // why). Every dQ row still adds its key blocks in ascending order and every
   // dKᵀ, dVᵀ column its query tiles in ascending order: the same bits.
   for (int64_t g0 = it.begin; g0 < it.end;) {
-    KeyBlock spans[kBwdGroup];
+    KeyBlock spans[kBwdGroup] = {};
     const int nb = NextKeyGroup(c, sb, se, g0, kBwdKeys, kBwdGroup, kBwdGroupMinQueries, spans, it.end);
     const int64_t tlo = spans[0].qlo;
     int64_t thi = 0;
@@ -501,6 +501,7 @@ Ctx<float> CtxOf(const PackedBf16AttentionArgs& a) {
   c.dk_part = a.dk_part;
   c.dv_part = a.dv_part;
   c.key_parts = a.key_parts;
+  c.segment_parts = a.segment_parts;
   c.dq_part = a.dq_part;
   CHECK(c.key_parts == 1 || c.dq_part != nullptr) << "packed bf16 attention backward: key parts without dq_part";
   return c;

@@ -34,9 +34,11 @@ struct PackedBf16AttentionArgs {
   // in head order: the bits of summing per-head partials), so there are no
   // partials and no pass summing them (PackedBf16KeysDirect says when).
   bool keys_direct = false;
-  // Backward key parts (attention_driver.h): > 1 splits every item's keys,
-  // each part's raw dQ going to dQ (part 0) or dq_part; attention.cc combines.
+  // Backward key parts (attention_driver.h): key_parts > 1 (the most of any
+  // segment; segment_parts per segment) splits items' keys, each part's raw
+  // dQ going to dQ (part 0) or dq_part; attention.cc combines.
   int key_parts = 1;
+  const int* segment_parts = nullptr;
   float* dq_part = nullptr;
 };
 

@@ -55,7 +55,7 @@ struct AttentionConfig {
   // operands converted once per block) where it applies; false: the generic
   // driver's per-product packing (the same bits; tests compare the two).
   bool bf16_packed = true;
-  // Key parts per backward item (attention_driver.h, BackwardKeyParts); 0 =
+  // Key parts per backward item (attention_driver.h, SegmentKeyParts); 0 =
   // as many as keep the threads busy (1 where the items already do). Tests
   // set it to check the split at any thread count.
   int backward_key_parts = 0;

@@ -733,18 +733,88 @@ TEST(AttentionFiniteDifferences, GqaKv1WindowDocuments) {
 TEST(AttentionFiniteDifferences, GqaKv1Window100AcrossTiles) {
   CheckFiniteDifferences({"", {200}, 4, 1, 16, 100, 0, true, 105});
 }
-// When the backward cuts its items into key parts, and where: parts only
-// when the (segment, head) items are fewer than the threads, at most
-// kMaxKeyParts; bounds on the 128-key grid of the segment, each part about
-// an equal share of the work (causal: the first part is the shortest, as its
-// keys are seen by the most queries).
-TEST(AttentionKeyParts, PartsOnlyWhenItemsAreFewerThanThreads) {
-  EXPECT_EQ(cpu::BackwardKeyParts(16, 2), 1);
-  EXPECT_EQ(cpu::BackwardKeyParts(8, 8), 1);
-  EXPECT_EQ(cpu::BackwardKeyParts(8, 16), 2);
-  EXPECT_EQ(cpu::BackwardKeyParts(3, 16), 6);
-  EXPECT_EQ(cpu::BackwardKeyParts(1, 16), cpu::kMaxKeyParts);
-  EXPECT_EQ(cpu::BackwardKeyParts(0, 16), 1);
+// When the backward cuts its items into key parts, and where: a segment's
+// items are cut when they hold more than their share of the threads, into
+// at most kMaxKeyParts parts; bounds on the 128-key grid of the segment,
+// each part about an equal share of the work (causal: the first part is the
+// shortest, as its keys are seen by the most queries).
+// Parts per segment: by each segment's share of the work, so that a single
+// long segment, or one long document among short ones, is cut while items
+// that fit a thread's share are not; a forced count applies to every segment.
+TEST(AttentionKeyParts, SegmentsWithMoreThanAThreadsShareAreCut) {
+  auto parts = [](std::vector<int32_t> lens, int heads, int window, int threads, int forced = 0) {
+    std::vector<int32_t> cu = {0};
+    for (int32_t l : lens) cu.push_back(cu.back() + l);
+    cpu::Ctx<float> c;
+    c.cu = cu.data();
+    c.segments = static_cast<int64_t>(lens.size());
+    c.heads = heads;
+    c.mask.window = window;
+    return cpu::SegmentKeyParts(c, threads, forced);
+  };
+  using V = std::vector<int>;
+  EXPECT_EQ(parts({16384}, 8, 0, 16), V({2}));   // ref-b's 8 heads on 16 threads
+  EXPECT_EQ(parts({16384}, 8, 0, 2), V({1}));
+  EXPECT_EQ(parts({16384}, 8, 1024, 16), V({2}));
+  EXPECT_EQ(parts({16384}, 1, 0, 64), V({cpu::kMaxKeyParts}));
+  // Causal work ~ L^2: the 8K document holds 64 / 88 of it, more than its 8
+  // items' share of 16 threads; the others fit.
+  EXPECT_EQ(parts({8192, 4096, 2048, 2048}, 8, 0, 16), V({2, 1, 1, 1}));
+  EXPECT_EQ(parts({8192, 4096, 2048, 2048}, 8, 0, 4), V({1, 1, 1, 1}));
+  EXPECT_EQ(parts({2000, 100, 0, 37}, 1, 0, 2), V({2, 1, 1, 1}));  // one head, two threads
+  EXPECT_EQ(parts({2000, 100, 0, 37}, 2, 0, 2), V({1, 1, 1, 1}));
+  EXPECT_EQ(parts({700, 3}, 4, 0, 1, 3), V({3, 3}));                // forced
+}
+
+// The per-segment choice at work: two threads, one head, a long document
+// among short ones — the long one is cut in two on its own (no forced count),
+// and the results match the double reference (F32, F64) and, on bf16 units,
+// the two drivers agree bit for bit.
+TEST(AttentionKeyParts, AutoPartsOfOneLongDocumentMatchTheReference) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  const Case c{"", {1500, 100, 37, 1}, 1, 1, 32, 0, 0, true, 108};
+  CheckBackward<double>(c);
+  CheckBackward<float>(c);
+  const Case w{"", {1300, 60, 400}, 1, 1, 64, 250, 0, false, 109};
+  CheckBackward<double>(w);
+  CheckBackward<float>(w);
+  // The cut happened: dQ differs (in rounding) from one part's, dK, dV of the
+  // short documents are the same (one part each).
+  for (const Case* cs : {&c, &w}) {
+    const Inputs in = RandomInputs<float>(ShapeOf(*cs), cs->seed);
+    Buffers<float> automatic(*cs, in), one(*cs, in);
+    one.config.backward_key_parts = 1;
+    automatic.Forward();
+    automatic.Backward();
+    one.Forward();
+    one.Backward();
+    EXPECT_NE(Buffers<float>::Get(automatic.p.dq), Buffers<float>::Get(one.p.dq)) << "no key parts were made";
+    const int64_t long_rows = cs->seqlens[0] * cs->kv_heads * cs->head_dim;
+    const std::vector<double> dk_auto = Buffers<float>::Get(automatic.p.dk), dk_one = Buffers<float>::Get(one.p.dk);
+    EXPECT_EQ(std::vector<double>(dk_auto.begin() + long_rows, dk_auto.end()),
+              std::vector<double>(dk_one.begin() + long_rows, dk_one.end()))
+        << "a short document was cut";
+  }
+  for (bool amx : {false, true}) {
+    const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(amx);
+    if (k == nullptr || amx != (std::string(k->name) == "amx-bf16")) continue;
+    for (const Case* cs : {&c, &w}) {
+      const Inputs in = RandomInputs<float>(ShapeOf(*cs), cs->seed);
+      Buffers<float> generic(*cs, in), packed(*cs, in);
+      generic.config.bf16 = packed.config.bf16 = true;
+      generic.config.bf16_amx = packed.config.bf16_amx = amx;
+      generic.config.bf16_packed = false;
+      generic.Forward();
+      generic.Backward();
+      packed.Forward();
+      packed.Backward();
+      EXPECT_EQ(Buffers<float>::Get(generic.p.dq), Buffers<float>::Get(packed.p.dq)) << k->name;
+      EXPECT_EQ(Buffers<float>::Get(generic.p.dk), Buffers<float>::Get(packed.p.dk)) << k->name;
+      EXPECT_EQ(Buffers<float>::Get(generic.p.dv), Buffers<float>::Get(packed.p.dv)) << k->name;
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(AttentionKeyParts, BoundsOnTheGridWithEqualWork) {
