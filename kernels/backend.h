@@ -35,6 +35,10 @@ struct BackendOptions {
   int threads = 0;
   GemmLibrary gemm = GemmLibrary::kAuto;           // CPU only; other backends take kAuto
   Bf16GemmLibrary bf16_gemm = Bf16GemmLibrary::kAuto;  // CPU only
+  // CPU only: key parts per attention backward item (kernels/cpu/
+  // attention_driver.h, SegmentKeyParts); 0 = chosen per call for the
+  // threads, N = every segment cut into N (`bench attention --key_parts`).
+  int attention_key_parts = 0;
 };
 
 // "auto", "onednn", "openblas" / "auto", "onednn", "sgemm" (or

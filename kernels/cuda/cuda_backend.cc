@@ -287,6 +287,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const BackendOptions& o
     return absl::InvalidArgumentError(absl::StrCat("cuda backend: bf16 GEMM path '",
                                                    Bf16GemmLibraryName(options.bf16_gemm),
                                                    "' is a CPU option (cuBLAS computes products here)"));
+  if (options.attention_key_parts != 0)
+    return absl::InvalidArgumentError("cuda backend: attention key parts are a CPU option");
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {

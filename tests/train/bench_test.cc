@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -107,6 +108,44 @@ TEST(BenchTest, RejectsUnknownBf16GemmPathAndPeer) {
 // summary. The bytes the attention op holds are exactly linear in L (q, k, v,
 // o, lse and gradients are all [L, ...]), so bytes per token are equal at
 // every L; ms per token is only checked to be positive (no timing thresholds).
+// --documents cuts each length into documents (FLOPs: the documents' own,
+// so 192 + 64 tokens count what lengths 192 and 64 count alone) and
+// --key_parts fixes the backward's key parts; bad values are errors.
+TEST(BenchTest, AttentionDocumentsAndKeyParts) {
+  auto rows_of = [](const std::string& output) {
+    std::vector<nlohmann::json> rows;
+    for (absl::string_view line : absl::StrSplit(output, '\n', absl::SkipWhitespace())) {
+      if (line.empty() || line[0] != '{') continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("bench", "") == "attention") rows.push_back(j);
+    }
+    return rows;
+  };
+  const std::string base = absl::StrCat(LongctxBinary(), " bench attention --config ",
+                                        SourcePath("configs/tiny-test.textproto"),
+                                        " --kinds=full --repeats=1 --threads=1 --layer=false");
+  const auto docs = RunCommand(base + " --lengths=256 --documents=3,1 --key_parts=2");
+  ASSERT_EQ(docs.exit_code, 0) << docs.output;
+  const auto alone = RunCommand(base + " --lengths=64,192");
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  const std::vector<nlohmann::json> d = rows_of(docs.output), a = rows_of(alone.output);
+  ASSERT_EQ(d.size(), 1u) << docs.output;
+  ASSERT_EQ(a.size(), 2u) << alone.output;
+  EXPECT_EQ(d[0]["documents"], nlohmann::json::array({192, 64})) << d[0].dump();
+  EXPECT_EQ(d[0].value("key_parts", -1), 2);
+  EXPECT_EQ(a[0].value("key_parts", -1), 0);
+  EXPECT_EQ(a[0]["documents"], nlohmann::json::array({64}));
+  EXPECT_NEAR(d[0].value("attn_flops", 0.0), a[0].value("attn_flops", 0.0) + a[1].value("attn_flops", 0.0),
+              1e-9 * d[0].value("attn_flops", 0.0));
+  EXPECT_GT(d[0].value("attn_ms_per_token", 0.0), 0);
+  for (const char* bad : {" --lengths=256 --key_parts=9", " --lengths=256 --documents=3,0", " --lengths=256 --documents=x"}) {
+    const auto r = RunCommand(base + bad);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_TRUE(r.output.find(absl::StrContains(bad, "key_parts") ? "--key_parts" : "--documents") != std::string::npos)
+        << bad << ": " << r.output;
+  }
+}
+
 TEST(BenchTest, AttentionModeReportsLinearBytesPerLength) {
   const auto r = RunCommand(absl::StrCat(LongctxBinary(), " bench attention --config ",
                                          SourcePath("configs/tiny-test.textproto"),

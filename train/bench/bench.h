@@ -76,9 +76,11 @@ GemmPeaks MeasureBackendGemmPeaks(Backend& backend);
 int RunBenchCommand(const std::string& config_path, const std::vector<std::string>& overrides);
 
 // `longctx bench attention --config FILE [--lengths=2048,...,32768] [--window=1024]
-//   [--kinds=swa,full] [--repeats=N] [--max_full_len=N]`: per length L, one
-// attention layer's forward + backward (the backend's attention op on one
-// L-token segment, the config's heads/kv heads/head dim) and one whole
+//   [--kinds=swa,full] [--repeats=N] [--max_full_len=N] [--documents=W1,W2,...]
+//   [--key_parts=N]`: per length L, one attention layer's forward + backward
+// (the backend's attention op on one L-token segment, or on documents in the
+// proportions W1:W2:..., the config's heads/kv heads/head dim; --key_parts
+// fixes the CPU backward's key parts, 0 = automatic) and one whole
 // transformer layer's training step (a 1-layer model of the config's shape on
 // a 260-token vocabulary, so the LM head is negligible), in ms per token, with
 // the bytes the attention op holds (q, k, v, o, lse and their gradients) and

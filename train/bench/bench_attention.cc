@@ -92,15 +92,34 @@ struct AttentionResult {
   double best_s = 0;  // the fastest repeat's forward + backward
 };
 
-AttentionResult TimeAttentionOp(Backend* be, const ModelDims& d, int64_t L, int window, int repeats) {
+// The L tokens cut into documents in the proportions of `weights` (all of
+// them one document when empty): each floor(L * w / sum), the last the rest.
+std::vector<int64_t> DocumentLengths(int64_t L, const std::vector<int64_t>& weights) {
+  if (weights.empty()) return {L};
+  int64_t sum = 0;
+  for (int64_t w : weights) sum += w;
+  std::vector<int64_t> lens;
+  int64_t used = 0;
+  for (size_t i = 0; i + 1 < weights.size(); ++i) {
+    lens.push_back(L * weights[i] / sum);
+    used += lens.back();
+  }
+  lens.push_back(L - used);
+  return lens;
+}
+
+AttentionResult TimeAttentionOp(Backend* be, const ModelDims& d, int64_t L, const std::vector<int64_t>& docs,
+                                int window, int repeats) {
   const double rss0 = CurrentRssMb();
   const int64_t H = d.heads, Hkv = d.kv_heads, hd = d.head_dim;
   Buffer q(be, {L, H, hd}, DType::kF32, 11), k(be, {L, Hkv, hd}, DType::kF32, 12), v(be, {L, Hkv, hd}, DType::kF32, 13);
   Buffer o(be, {L, H, hd}, DType::kF32, 0), lse(be, {H, L}, DType::kF32, 0), d_o(be, {L, H, hd}, DType::kF32, 14);
   Buffer dq(be, {L, H, hd}, DType::kF32, 0), dk(be, {L, Hkv, hd}, DType::kF32, 0), dv(be, {L, Hkv, hd}, DType::kF32, 0);
-  Buffer cu(be, {2}, DType::kI32, 0);
-  const int32_t cu_host[2] = {0, static_cast<int32_t>(L)};
-  be->CopyFromHost(cu.t, cu_host);
+  const int64_t segments = static_cast<int64_t>(docs.size());
+  Buffer cu(be, {segments + 1}, DType::kI32, 0);
+  std::vector<int32_t> cu_host = {0};
+  for (int64_t len : docs) cu_host.push_back(cu_host.back() + static_cast<int32_t>(len));
+  be->CopyFromHost(cu.t, cu_host.data());
   AttentionParams p;
   p.q = q.t; p.k = k.t; p.v = v.t; p.o = o.t; p.lse = lse.t; p.cu_seqlens = cu.t; p.window = window;
   p.d_o = d_o.t; p.dq = dq.t; p.dk = dk.t; p.dv = dv.t;
@@ -162,15 +181,16 @@ LayerResult TimeOneLayer(Backend* be, const ModelConfig& shape, AttentionKind ki
   return {Median(s), static_cast<double>(model.activation_bytes())};
 }
 
-absl::Status ParseLengths(const std::string& text, std::vector<int64_t>* out) {
+// A comma list of integers >= 1 (`flag` names it in errors).
+absl::Status ParseLengths(const std::string& text, std::vector<int64_t>* out, const char* flag = "--lengths") {
   out->clear();
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     int64_t v = 0;
     if (!absl::SimpleAtoi(part, &v) || v < 1)
-      return absl::InvalidArgumentError(absl::StrCat("--lengths: \"", std::string(part), "\" is not a length >= 1"));
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": \"", std::string(part), "\" is not an integer >= 1"));
     out->push_back(v);
   }
-  if (out->empty()) return absl::InvalidArgumentError("--lengths: empty");
+  if (out->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": empty"));
   return absl::OkStatus();
 }
 
@@ -178,17 +198,22 @@ absl::Status ParseLengths(const std::string& text, std::vector<int64_t>* out) {
 
 int RunBenchAttentionCommand(const std::string& config_path, const std::vector<std::string>& overrides_in) {
   std::vector<std::string> overrides = overrides_in;
-  std::string lengths_text = "2048,4096,8192,16384,32768", kinds_text = "swa";
+  std::string lengths_text = "2048,4096,8192,16384,32768", kinds_text = "swa", documents_text;
   bool time_layer = true;
-  int window = 1024, repeats = 3, max_full_len = 32768;
+  int window = 1024, repeats = 3, max_full_len = 32768, key_parts = 0;
   absl::Status st = TakeStringOverride(overrides, "lengths", &lengths_text);
+  if (st.ok()) st = TakeStringOverride(overrides, "documents", &documents_text);
+  if (st.ok()) st = TakeIntOverride(overrides, "key_parts", 0, &key_parts);
   if (st.ok()) st = TakeBoolOverride(overrides, "layer", &time_layer);
   if (st.ok()) st = TakeStringOverride(overrides, "kinds", &kinds_text);
   if (st.ok()) st = TakeIntOverride(overrides, "window", 1, &window);
   if (st.ok()) st = TakeIntOverride(overrides, "repeats", 1, &repeats);
   if (st.ok()) st = TakeIntOverride(overrides, "max_full_len", 1, &max_full_len);
-  std::vector<int64_t> lengths;
+  std::vector<int64_t> lengths, documents;
   if (st.ok()) st = ParseLengths(lengths_text, &lengths);
+  if (st.ok() && !documents_text.empty()) st = ParseLengths(documents_text, &documents, "--documents");
+  if (st.ok() && key_parts > 8)
+    st = absl::InvalidArgumentError(absl::StrCat("--key_parts: 0 (automatic) to 8 (got ", key_parts, ")"));
   if (!st.ok()) return FailCommand(st);
   std::vector<std::string> kinds = absl::StrSplit(kinds_text, ',', absl::SkipWhitespace());
   for (const std::string& k : kinds)
@@ -199,7 +224,10 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   if (!dims.ok()) return FailCommand(dims.status());
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForConfig(*config);  // with its threads
+  BackendOptions backend_options;
+  backend_options.attention_key_parts = key_parts;
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      MakeBackendForConfig(*config, backend_options);  // with its threads
   if (!backend.ok()) return FailCommand(backend.status());
   Backend* be = backend->get();
   const int threads = omp_get_max_threads();
@@ -241,19 +269,23 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
     std::vector<int64_t> done;
     for (int64_t L : lengths) {
       if (!swa && L > max_full_len) continue;
-      const AttentionResult a = TimeAttentionOp(be, *dims, L, w, repeats);
+      const std::vector<int64_t> docs = DocumentLengths(L, documents);
+      const AttentionResult a = TimeAttentionOp(be, *dims, L, docs, w, repeats);
       const LayerResult layer = time_layer ? TimeOneLayer(be, config->model(), swa ? ROPE_SWA : ROPE_FULL,
                                                           swa ? window : 0, L, repeats, config->seed())
                                            : LayerResult{};
       const double attn_s = a.fwd_s + a.bwd_s;
-      const double keys = MeanKeysPerQuery(L, w);
-      const double attn_flops = 12.0 * dims->heads * dims->head_dim * keys * static_cast<double>(L);
+      double attn_flops = 0;  // per document: its queries x their mean keys
+      for (int64_t len : docs)
+        if (len > 0) attn_flops += 12.0 * dims->heads * dims->head_dim * MeanKeysPerQuery(len, w) * static_cast<double>(len);
       nlohmann::ordered_json j;
       j["system"] = "longctx";
       j["bench"] = "attention";
       j["config"] = dims->name;
       j["kind"] = kind_name;
       j["seq_len"] = L;
+      j["documents"] = docs;
+      j["key_parts"] = key_parts;  // 0: chosen per call
       j["window"] = w;
       j["threads"] = threads;
       j["repeats"] = repeats;

@@ -76,6 +76,8 @@ void AddBenchAttention(CommandTable& table) {
   f->Add(c, "repeats", "3", "timed repeats per length (median)");
   f->Add(c, "max_full_len", "32768", "longest L timed for the full kind");
   f->Add(c, "layer", "true", "false: time the attention op only, not the 1-layer model step");
+  f->Add(c, "documents", "", "cut each L into documents in these proportions, e.g. 8,4,2,2 (default: one)");
+  f->Add(c, "key_parts", "0", "backward key parts per item, 1-8 (CPU; 0: chosen for the threads)");
 }
 
 }  // namespace
