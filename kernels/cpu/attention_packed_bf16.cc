@@ -295,7 +295,7 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   const int64_t last_row = c.key_parts == 1 ? len : reach.hi - sb;
   int64_t packed = first_row, zeroed = first_row;  // rows packed, dQ rows zeroed
   int64_t written = c.key_parts == 1 ? 0 : reach.lo - sb;  // dQ rows written out
-  auto need_rows = [&](int64_t hi) {             // rows [0, hi) of the packed Q, dO and of dQ ready
+  auto need_rows = [&](int64_t hi) {  // rows [first_row, hi) of the packed Q, dO and of dQ ready
     if (hi > packed && packed < len) {
       // In steps of at least 256 rows (even: pairs never straddle two steps;
       // a step's last 16-pair block may write zeros the next step overwrites).
