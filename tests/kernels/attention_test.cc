@@ -4,10 +4,12 @@
 // silently wrong by a little. This file checks forward and backward against
 // the explicit-matrix double reference (tests/support/naive_attention.*), the
 // backward against central finite differences of the forward in F64, bitwise
-// determinism across runs and thread counts; and every tile-kernel path the CPU can run (AVX-512, AVX2, scalar:
-// kernels/cpu/attention_tiles.h) forced one at a time against the same
-// references and against each other. The online-softmax math, the exps and
-// the aligned scratch are online_softmax_test.cc's.
+// determinism across runs and thread counts; and every tile-kernel path the
+// CPU can run (AVX-512, AVX2, scalar: kernels/cpu/attention_tiles.h) forced
+// one at a time against the same references and against each other. The
+// cases, buffers and checks are tests/support/attention_fixture.h's; the
+// backward's key parts have attention_key_parts_test.cc; the online-softmax
+// math, the exps and the aligned scratch are online_softmax_test.cc's.
 #include <omp.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include "kernels/log.h"
 #include "kernels/math/online_softmax.h"
 #include "kernels/ops.h"
+#include "tests/support/attention_fixture.h"
 #include "tests/support/naive_attention.h"
 #include "tests/support/op_test_util.h"
 
@@ -35,20 +38,7 @@ namespace {
 using testing::NaiveAttentionBackward;
 using testing::NaiveAttentionForward;
 using testing::NaiveAttentionShape;
-
-struct Case {
-  std::string name;
-  std::vector<int32_t> seqlens;
-  int heads = 2;
-  int kv_heads = 2;
-  int head_dim = 16;
-  int window = 0;
-  double scale = 0.0;
-  bool strided = false;  // q|k|v and dq|dk|dv as column views of fused buffers
-  uint32_t seed = 1;
-};
-
-const std::vector<int32_t> kDocs = {1, 5, 130, 1, 163};  // N = 300
+using namespace attention_fixture;  // NOLINT(build/namespaces): Case, Buffers, the checks
 
 std::vector<Case> AllCases() {
   std::vector<Case> cs;
@@ -72,215 +62,7 @@ std::vector<Case> AllCases() {
   return cs;
 }
 
-NaiveAttentionShape ShapeOf(const Case& c) {
-  NaiveAttentionShape s;
-  s.cu_seqlens = {0};
-  for (int32_t len : c.seqlens) s.cu_seqlens.push_back(s.cu_seqlens.back() + len);
-  s.n = s.cu_seqlens.back();
-  s.heads = c.heads;
-  s.kv_heads = c.kv_heads;
-  s.head_dim = c.head_dim;
-  s.window = c.window;
-  s.scale = c.scale;
-  return s;
-}
-
-using op_test::DTypeOf;
-using op_test::RandomNormalIn;
-
-struct Inputs {
-  std::vector<double> q, k, v, d_o;
-};
-
-template <class T>
-Inputs RandomInputs(const NaiveAttentionShape& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Inputs in;
-  in.q = RandomNormalIn<T>(s.n * s.heads * s.head_dim, rng);
-  in.k = RandomNormalIn<T>(s.n * s.kv_heads * s.head_dim, rng);
-  in.v = RandomNormalIn<T>(s.n * s.kv_heads * s.head_dim, rng);
-  in.d_o = RandomNormalIn<T>(s.n * s.heads * s.head_dim, rng);
-  return in;
-}
-
-constexpr double kSentinel = 12345.0;  // fills padding no kernel may write
-
-// Host buffers laid out like the training code lays them out, and the
-// AttentionParams viewing them. Strided: q|k|v are column slices of one fused
-// [N, (H + 2 Hkv) d + pad] matrix (dq|dk|dv likewise), o and d_o are padded.
-template <class T>
-struct Buffers {
-  NaiveAttentionShape s;
-  int64_t qkv_width = 0, o_width = 0;
-  std::vector<T> qkv, dqkv, o, d_o, lse;
-  std::vector<int32_t> cu;
-  AttentionParams p;
-  cpu::AttentionConfig config;  // which tile kernels (ISA) run
-
-  Buffers(const Case& c, const Inputs& in) : s(ShapeOf(c)), cu(s.cu_seqlens) {
-    const int64_t n = s.n, h = s.heads, hkv = s.kv_heads, d = s.head_dim;
-    const DType dt = DTypeOf<T>();
-    const int64_t pad = c.strided ? 3 : 0;
-    qkv_width = (h + 2 * hkv) * d + pad;
-    o_width = h * d + pad;
-    qkv.assign(n * qkv_width, static_cast<T>(kSentinel));
-    dqkv.assign(n * qkv_width, static_cast<T>(kSentinel));
-    o.assign(n * o_width, static_cast<T>(kSentinel));
-    d_o.assign(n * o_width, static_cast<T>(kSentinel));
-    lse.assign(h * n, static_cast<T>(kSentinel));
-    // Column views of the fused matrices, then 3-D with the fused row stride.
-    auto view = [&](std::vector<T>& buf, int64_t width, int64_t col0, int64_t heads) {
-      Tensor fused(buf.data(), dt, {n, width});
-      Tensor cols = fused.Cols(col0, col0 + heads * d);
-      Tensor t(cols.data, dt, {n, heads, d});
-      t.row_stride = cols.stride0();
-      return t;
-    };
-    if (c.strided) {
-      p.q = view(qkv, qkv_width, 0, h);
-      p.k = view(qkv, qkv_width, h * d, hkv);
-      p.v = view(qkv, qkv_width, (h + hkv) * d, hkv);
-      p.dq = view(dqkv, qkv_width, 0, h);
-      p.dk = view(dqkv, qkv_width, h * d, hkv);
-      p.dv = view(dqkv, qkv_width, (h + hkv) * d, hkv);
-      p.o = view(o, o_width, 0, h);
-      p.d_o = view(d_o, o_width, 0, h);
-      EXPECT_FALSE(p.q.contiguous());
-      EXPECT_FALSE(p.o.contiguous());
-    } else {
-      // Dense: three separate tensors carved out of the same allocation.
-      p.q = Tensor(qkv.data(), dt, {n, h, d});
-      p.k = Tensor(qkv.data() + n * h * d, dt, {n, hkv, d});
-      p.v = Tensor(qkv.data() + n * (h + hkv) * d, dt, {n, hkv, d});
-      p.dq = Tensor(dqkv.data(), dt, {n, h, d});
-      p.dk = Tensor(dqkv.data() + n * h * d, dt, {n, hkv, d});
-      p.dv = Tensor(dqkv.data() + n * (h + hkv) * d, dt, {n, hkv, d});
-      p.o = Tensor(o.data(), dt, {n, h, d});
-      p.d_o = Tensor(d_o.data(), dt, {n, h, d});
-    }
-    p.lse = Tensor(lse.data(), dt, {h, n});
-    p.cu_seqlens = Tensor(cu.data(), DType::kI32, {static_cast<int64_t>(cu.size())});
-    p.window = c.window;
-    p.scale = c.scale;
-    Put(p.q, in.q);
-    Put(p.k, in.k);
-    Put(p.v, in.v);
-    Put(p.d_o, in.d_o);
-  }
-  Buffers(const Buffers&) = delete;
-
-  static void Put(const Tensor& t, const std::vector<double>& x) {
-    const int64_t rs = t.row_size();
-    for (int64_t i = 0; i < t.shape[0]; ++i)
-      for (int64_t j = 0; j < rs; ++j) t.as<T>()[i * t.stride0() + j] = static_cast<T>(x[i * rs + j]);
-  }
-  static std::vector<double> Get(const Tensor& t) {
-    const int64_t rs = t.row_size();
-    std::vector<double> x(t.shape[0] * rs);
-    for (int64_t i = 0; i < t.shape[0]; ++i)
-      for (int64_t j = 0; j < rs; ++j) x[i * rs + j] = t.as<T>()[i * t.stride0() + j];
-    return x;
-  }
-
-  void Forward() {
-    CHECK_OK(p.Validate(false));
-    cpu::AttentionForward(p, config);
-  }
-  void Backward() {
-    CHECK_OK(p.Validate(true));
-    cpu::AttentionBackward(p, config);
-  }
-
-  // Padding columns of the fused/padded buffers still hold the sentinel.
-  int64_t DirtyPadding() const {
-    int64_t dirty = 0;
-    auto scan = [&](const std::vector<T>& buf, int64_t width, int64_t used) {
-      for (int64_t i = 0; i < s.n; ++i)
-        for (int64_t j = used; j < width; ++j) dirty += buf[i * width + j] != static_cast<T>(kSentinel);
-    };
-    const int64_t qkv_used = (s.heads + 2 * s.kv_heads) * s.head_dim, o_used = s.heads * s.head_dim;
-    scan(qkv, qkv_width, qkv_used);
-    scan(dqkv, qkv_width, qkv_used);
-    scan(o, o_width, o_used);
-    return dirty;
-  }
-};
-
-// Every element within tol * (|want| + max(rms(want), floor)): relative, with
-// the tensor's rms as the floor so entries near zero are judged on the
-// tensor's scale. `floor` covers tensors that are zero in exact arithmetic
-// (dq, dk when every query sees only itself: dS = dP - D cancels exactly).
-void ExpectClose(const std::vector<double>& got, const std::vector<double>& want, double tol, const std::string& what,
-                 double floor = 0.0) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double ss = 0;
-  for (double w : want) ss += w * w;
-  const double rms = std::max(want.empty() ? 0.0 : std::sqrt(ss / want.size()), floor);
-  int64_t bad = 0, worst = -1;
-  double worst_ratio = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double ratio = std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + rms);
-    if (!(ratio <= tol)) ++bad;
-    if (!(ratio <= worst_ratio)) worst_ratio = ratio, worst = static_cast<int64_t>(i);
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements off; worst at " << worst
-                    << " got " << (worst >= 0 ? got[worst] : 0) << " want " << (worst >= 0 ? want[worst] : 0)
-                    << " (relative " << worst_ratio << ", tol " << tol << ")";
-}
-
-// Unit-normal q, k, v, dO give gradients of order 0.1..1; errors are judged
-// against at least this scale.
-constexpr double kGradFloor = 0.1;
-
-template <class T>
-double Tol() {
-  return sizeof(T) == 4 ? 1e-5 : 1e-10;
-}
-
-// F32 gradients carry the cancellation in dS = P * (dP - D): dP and D are
-// ~|dO||v| sqrt(d) while their difference can be ~0 (exactly 0 when a query
-// sees only itself), so their float rounding (~1e-6 absolute here) lands on
-// gradients of scale ~0.1-0.5. Observed worst ~1.9e-5 of kGradFloor.
-template <class T>
-double GradTol() {
-  return sizeof(T) == 4 ? 3e-5 : 1e-10;
-}
-
 class AttentionCaseTest : public ::testing::TestWithParam<Case> {};
-
-template <class T>
-void CheckForward(const Case& c, cpu::AttentionIsa isa = cpu::AttentionIsa::kAuto) {
-  const NaiveAttentionShape s = ShapeOf(c);
-  const Inputs in = RandomInputs<T>(s, c.seed);
-  Buffers<T> b(c, in);
-  b.config.isa = isa;
-  b.Forward();
-  std::vector<double> o(s.n * s.heads * s.head_dim), lse(s.heads * s.n);
-  NaiveAttentionForward(s, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data());
-  ExpectClose(Buffers<T>::Get(b.p.o), o, Tol<T>(), "o");
-  ExpectClose(Buffers<T>::Get(b.p.lse), lse, Tol<T>(), "lse");
-  EXPECT_EQ(b.DirtyPadding(), 0);
-}
-
-// key_parts: the backward's key parts (cpu::AttentionConfig; 0 = the
-// driver's choice for the thread count).
-template <class T>
-void CheckBackward(const Case& c, cpu::AttentionIsa isa = cpu::AttentionIsa::kAuto, int key_parts = 0) {
-  const NaiveAttentionShape s = ShapeOf(c);
-  const Inputs in = RandomInputs<T>(s, c.seed + 1000);
-  Buffers<T> b(c, in);
-  b.config.isa = isa;
-  b.config.backward_key_parts = key_parts;
-  b.Forward();
-  b.Backward();
-  const int64_t nq = s.n * s.heads * s.head_dim, nk = s.n * s.kv_heads * s.head_dim;
-  std::vector<double> dq(nq), dk(nk), dv(nk);
-  NaiveAttentionBackward(s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), dq.data(), dk.data(), dv.data());
-  ExpectClose(Buffers<T>::Get(b.p.dq), dq, GradTol<T>(), "dq", kGradFloor);
-  ExpectClose(Buffers<T>::Get(b.p.dk), dk, GradTol<T>(), "dk", kGradFloor);
-  ExpectClose(Buffers<T>::Get(b.p.dv), dv, GradTol<T>(), "dv", kGradFloor);
-  EXPECT_EQ(b.DirtyPadding(), 0);
-}
 
 TEST_P(AttentionCaseTest, ForwardF64MatchesNaive) { CheckForward<double>(GetParam()); }
 TEST_P(AttentionCaseTest, ForwardF32MatchesNaive) { CheckForward<float>(GetParam()); }
@@ -672,54 +454,6 @@ TEST(NaiveAttention, BackwardMatchesFiniteDifferences) {
     }
 }
 
-// Central differences of L = sum(o * G) through the tiled F64 forward versus
-// the tiled F64 backward with d_o = G. L(x + e) - L(x - e) is formed as
-// sum((o+ - o-) * G) so unaffected outputs cancel exactly.
-void CheckFiniteDifferences(const Case& c, int key_parts = 0) {
-  const NaiveAttentionShape s = ShapeOf(c);
-  const Inputs in = RandomInputs<double>(s, c.seed);
-  Buffers<double> b(c, in);
-  b.config.backward_key_parts = key_parts;
-  b.Forward();
-  b.Backward();
-  const std::vector<double> grads[3] = {Buffers<double>::Get(b.p.dq), Buffers<double>::Get(b.p.dk),
-                                        Buffers<double>::Get(b.p.dv)};
-  const Tensor* inputs[3] = {&b.p.q, &b.p.k, &b.p.v};
-  const char* names[3] = {"q", "k", "v"};
-  std::mt19937 rng(c.seed + 7);
-  const double eps = 1e-6;
-  int checked = 0;
-  double worst = 0;
-  for (int t = 0; t < 3; ++t) {
-    const Tensor& x = *inputs[t];
-    const int64_t rs = x.row_size();
-    std::uniform_int_distribution<int64_t> pick(0, x.shape[0] * rs - 1);
-    for (int sample = 0; sample < 24; ++sample) {
-      const int64_t flat = pick(rng), row = flat / rs, col = flat % rs;
-      double* e = x.as<double>() + row * x.stride0() + col;
-      const double x0 = *e;
-      *e = x0 + eps;
-      b.Forward();
-      const std::vector<double> op = Buffers<double>::Get(b.p.o);
-      *e = x0 - eps;
-      b.Forward();
-      const std::vector<double> om = Buffers<double>::Get(b.p.o);
-      *e = x0;
-      double dl = 0;
-      for (size_t i = 0; i < op.size(); ++i) dl += (op[i] - om[i]) * in.d_o[i];
-      const double fd = dl / (2 * eps), an = grads[t][flat];
-      // Relative error; gradients below 1e-3 (e.g. keys of length-1 documents,
-      // exactly 0) are judged on that scale. Observed worst ~1e-7.
-      const double rel = std::fabs(fd - an) / std::max({std::fabs(fd), std::fabs(an), 1e-3});
-      worst = std::max(worst, rel);
-      EXPECT_LT(rel, 1e-6) << names[t] << " token " << row << " index " << col << ": fd " << fd << " analytic " << an;
-      ++checked;
-    }
-  }
-  EXPECT_EQ(checked, 72);
-  ::testing::Test::RecordProperty("worst_relative_error", std::to_string(worst));
-}
-
 TEST(AttentionFiniteDifferences, FullCausal) { CheckFiniteDifferences({"", {150}, 2, 2, 16, 0, 0, false, 101}); }
 TEST(AttentionFiniteDifferences, WindowDocuments) { CheckFiniteDifferences({"", kDocs, 2, 2, 16, 37, 0, false, 102}); }
 TEST(AttentionFiniteDifferences, GqaDocumentsStrided) {
@@ -733,141 +467,12 @@ TEST(AttentionFiniteDifferences, GqaKv1WindowDocuments) {
 TEST(AttentionFiniteDifferences, GqaKv1Window100AcrossTiles) {
   CheckFiniteDifferences({"", {200}, 4, 1, 16, 100, 0, true, 105});
 }
-// When the backward cuts its items into key parts, and where: a segment's
-// items are cut when they hold more than their share of the threads, into
-// at most kMaxKeyParts parts; bounds on the 128-key grid of the segment,
-// each part about an equal share of the work (causal: the first part is the
-// shortest, as its keys are seen by the most queries).
-// Parts per segment: by each segment's share of the work, so that a single
-// long segment, or one long document among short ones, is cut while items
-// that fit a thread's share are not; a forced count applies to every segment.
-TEST(AttentionKeyParts, SegmentsWithMoreThanAThreadsShareAreCut) {
-  auto parts = [](std::vector<int32_t> lens, int heads, int window, int threads, int forced = 0) {
-    std::vector<int32_t> cu = {0};
-    for (int32_t l : lens) cu.push_back(cu.back() + l);
-    cpu::Ctx<float> c;
-    c.cu = cu.data();
-    c.segments = static_cast<int64_t>(lens.size());
-    c.heads = heads;
-    c.mask.window = window;
-    return cpu::SegmentKeyParts(c, threads, forced);
-  };
-  using V = std::vector<int>;
-  EXPECT_EQ(parts({16384}, 8, 0, 16), V({2}));   // ref-b's 8 heads on 16 threads
-  EXPECT_EQ(parts({16384}, 8, 0, 2), V({1}));
-  EXPECT_EQ(parts({16384}, 8, 1024, 16), V({2}));
-  EXPECT_EQ(parts({16384}, 1, 0, 64), V({cpu::kMaxKeyParts}));
-  // Causal work ~ L^2: the 8K document holds 64 / 88 of it, more than its 8
-  // items' share of 16 threads; the others fit.
-  EXPECT_EQ(parts({8192, 4096, 2048, 2048}, 8, 0, 16), V({2, 1, 1, 1}));
-  EXPECT_EQ(parts({8192, 4096, 2048, 2048}, 8, 0, 4), V({1, 1, 1, 1}));
-  EXPECT_EQ(parts({2000, 100, 0, 37}, 1, 0, 2), V({2, 1, 1, 1}));  // one head, two threads
-  EXPECT_EQ(parts({2000, 100, 0, 37}, 2, 0, 2), V({1, 1, 1, 1}));
-  EXPECT_EQ(parts({700, 3}, 4, 0, 1, 3), V({3, 3}));                // forced
-}
-
-// The per-segment choice at work: two threads, one head, a long document
-// among short ones — the long one is cut in two on its own (no forced count),
-// and the results match the double reference (F32, F64) and, on bf16 units,
-// the two drivers agree bit for bit.
-TEST(AttentionKeyParts, AutoPartsOfOneLongDocumentMatchTheReference) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(2);
-  const Case c{"", {1500, 100, 37, 1}, 1, 1, 32, 0, 0, true, 108};
-  CheckBackward<double>(c);
-  CheckBackward<float>(c);
-  const Case w{"", {1300, 60, 400}, 1, 1, 64, 250, 0, false, 109};
-  CheckBackward<double>(w);
-  CheckBackward<float>(w);
-  // The cut happened: dQ differs (in rounding) from one part's, dK, dV of the
-  // short documents are the same (one part each).
-  for (const Case* cs : {&c, &w}) {
-    const Inputs in = RandomInputs<float>(ShapeOf(*cs), cs->seed);
-    Buffers<float> automatic(*cs, in), one(*cs, in);
-    one.config.backward_key_parts = 1;
-    automatic.Forward();
-    automatic.Backward();
-    one.Forward();
-    one.Backward();
-    EXPECT_NE(Buffers<float>::Get(automatic.p.dq), Buffers<float>::Get(one.p.dq)) << "no key parts were made";
-    const int64_t long_rows = cs->seqlens[0] * cs->kv_heads * cs->head_dim;
-    const std::vector<double> dk_auto = Buffers<float>::Get(automatic.p.dk), dk_one = Buffers<float>::Get(one.p.dk);
-    EXPECT_EQ(std::vector<double>(dk_auto.begin() + long_rows, dk_auto.end()),
-              std::vector<double>(dk_one.begin() + long_rows, dk_one.end()))
-        << "a short document was cut";
-  }
-  for (bool amx : {false, true}) {
-    const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(amx);
-    if (k == nullptr || amx != (std::string(k->name) == "amx-bf16")) continue;
-    for (const Case* cs : {&c, &w}) {
-      const Inputs in = RandomInputs<float>(ShapeOf(*cs), cs->seed);
-      Buffers<float> generic(*cs, in), packed(*cs, in);
-      generic.config.bf16 = packed.config.bf16 = true;
-      generic.config.bf16_amx = packed.config.bf16_amx = amx;
-      generic.config.bf16_packed = false;
-      generic.Forward();
-      generic.Backward();
-      packed.Forward();
-      packed.Backward();
-      EXPECT_EQ(Buffers<float>::Get(generic.p.dq), Buffers<float>::Get(packed.p.dq)) << k->name;
-      EXPECT_EQ(Buffers<float>::Get(generic.p.dk), Buffers<float>::Get(packed.p.dk)) << k->name;
-      EXPECT_EQ(Buffers<float>::Get(generic.p.dv), Buffers<float>::Get(packed.p.dv)) << k->name;
-    }
-  }
-  omp_set_num_threads(saved);
-}
-
-TEST(AttentionKeyParts, BoundsOnTheGridWithEqualWork) {
-  const int64_t sb = 300, len = 16384, se = sb + len;
-  for (int window : {0, 1024}) {
-    cpu::Ctx<float> c;
-    c.mask.window = window;
-    auto work = [&](int64_t k0, int64_t k1) {  // queries seeing each key, summed
-      double w = 0;
-      for (int64_t j = k0; j < k1; ++j) w += static_cast<double>((window > 0 ? std::min(se, j + window) : se) - j);
-      return w;
-    };
-    const double total = work(sb, se), block = work(sb, sb + 128);  // the first block sees the most queries
-    for (int parts : {1, 2, 3, 8}) {
-      const std::vector<int64_t> b = cpu::KeyPartBounds(c, sb, se, parts);
-      ASSERT_EQ(b.size(), static_cast<size_t>(parts + 1));
-      EXPECT_EQ(b.front(), sb);
-      EXPECT_EQ(b.back(), se);
-      for (int p = 0; p < parts; ++p) {
-        EXPECT_LT(b[p], b[p + 1]) << "window " << window << ", " << parts << " parts: part " << p << " empty";
-        if (p > 0) {
-          EXPECT_EQ((b[p] - sb) % cpu::kKeyPartAlign, 0) << "bound " << p << " off the grid";
-        }
-        EXPECT_NEAR(work(b[p], b[p + 1]), total / parts, block)
-            << "window " << window << ", " << parts << " parts: part " << p << " [" << b[p] << ", " << b[p + 1] << ")";
-      }
-    }
-    if (window == 0) {  // causal halves of the work: keys [0, L (1 - 1/sqrt 2)) and the rest
-      const std::vector<int64_t> b = cpu::KeyPartBounds(c, sb, se, 2);
-      EXPECT_NEAR(static_cast<double>(b[1] - sb), len * (1 - 1 / std::sqrt(2.0)), 128);
-    }
-  }
-  // A segment shorter than the grid step has one non-empty part.
-  cpu::Ctx<float> c;
-  const std::vector<int64_t> b = cpu::KeyPartBounds(c, 0, 100, 3);
-  EXPECT_EQ(b, (std::vector<int64_t>{0, 100, 100, 100}));
-}
-
-// The backward with key parts: a 700-token causal segment cut into four
-// parts (128-key steps) and a window over documents cut into three.
-TEST(AttentionFiniteDifferences, FullCausalKeyParts) {
-  CheckFiniteDifferences({"", {700}, 2, 1, 16, 0, 0, false, 106}, 4);
-}
-TEST(AttentionFiniteDifferences, WindowDocumentsKeyParts) {
-  CheckFiniteDifferences({"", {300, 1, 410}, 2, 2, 16, 150, 0, true, 107}, 3);
-}
-
 // Each output element is owned by one work item with a fixed summation order,
 // so results are bitwise identical across runs and across thread counts —
-// as long as the backward's key parts are the same: the driver cuts items
-// into parts only when they are fewer than the threads (here 4 segments x 4
-// heads = 16 items, more than 3 threads), and a fixed count of parts gives
-// the same bits on any thread count (checked below with 3).
+// as long as the backward's key parts are the same: the driver cuts a
+// segment's items only when they hold more than their share of the threads
+// (here no segment's 4 items do at 3 threads or fewer), and a fixed count of
+// parts gives the same bits on any thread count (checked below with 3).
 TEST(AttentionDeterminism, BitwiseAcrossRunsAndThreadCounts) {
   const Case c{"", {700, 3, 1, 420}, 4, 2, 32, 100, 0, true, 77};
   const NaiveAttentionShape s = ShapeOf(c);
