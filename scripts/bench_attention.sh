@@ -91,6 +91,12 @@ for prec in ("fp32", "bf16"):
         bf = f'{100 * b["attn_gflops"] / peak:.1f} %' if b else "-"
         print(f'| {j["kind"]} | {j["seq_len"]} | {prec} | {bg} | {bf} | {j["attn_gflops"]:.1f} | '
               f'{100 * j["attn_fraction_of_peak"]:.1f} % | {peak:.1f} | {j["loadavg_end"]} |')
+for prec in ("fp32", "bf16"):
+    for j in rows(f"{out}/attn-after-{prec}.jsonl"):
+        if j.get("bench") == "attention-summary" and "peak_gflops_end" in j:
+            flag = " (warning: the machine's speed changed during the run: rerun it)" if j["peak_drift_warning"] else ""
+            print(f'\n{prec}: GEMM peak {j["peak_gflops"]:.1f} GFLOP/s before the lengths, {j["peak_gflops_end"]:.1f} after '
+                  f'({100 * j["peak_drift"]:+.1f} %){flag}.')
 print("\n### Whole ref-b training step (fraction of the GEMM peak of the step's precision)\n")
 print("| config | T | precision | tokens/s | GFLOP/s | peak (GFLOP/s) | % of peak | load (start / end) |")
 print("|---|---|---|---|---|---|---|---|")

@@ -186,6 +186,16 @@ TEST(BenchTest, AttentionModeReportsLinearBytesPerLength) {
   // The 1-layer model's activation arena is linear in L too.
   EXPECT_DOUBLE_EQ(rows[1].value("layer_activation_bytes", 0.0), 2 * rows[0].value("layer_activation_bytes", 0.0));
   EXPECT_DOUBLE_EQ(summary["swa"]["attn_bytes_per_token_spread"]["max_ratio_to_first"].get<double>(), 1.0);
+  // The peak measured again after the lengths, and its drift against the
+  // first (the one every row's fraction is against).
+  EXPECT_EQ(summary.value("peak_gflops", 0.0), rows[0].value("peak_gflops", -1.0)) << summary.dump();
+  EXPECT_GT(summary.value("peak_gflops_end", 0.0), 0) << summary.dump();
+  EXPECT_NEAR(summary.value("peak_drift", 1e9),
+              summary.value("peak_gflops_end", 0.0) / summary.value("peak_gflops", 1.0) - 1, 1e-12);
+  EXPECT_EQ(summary.value("peak_drift_warning", false), std::fabs(summary.value("peak_drift", 0.0)) > 0.10);
+  EXPECT_EQ(absl::StrContains(r.output, "the machine's speed changed during the run"),
+            summary.value("peak_drift_warning", false))
+      << r.output;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -50,6 +51,9 @@ namespace longctx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// |peak after the lengths / peak before - 1| above which the run is flagged.
+constexpr double kPeakDriftWarning = 0.10;
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -346,9 +350,27 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
     k["attn_bytes_per_token_spread"] = spread(bytes_per_tok);
     summary[kind_name] = k;
   }
+  // The limit again, after the lengths: a VM's speed can change within a run
+  // (the 16-core AMX host's GEMM peak moved ±30 % in minutes, the Zen 4 VM had
+  // slow phases lasting an hour: docs/BENCHMARKS.md), and every fraction
+  // above is against the first measurement. A drift beyond 10 % says the
+  // run's fractions are not like for like; rerun it.
+  std::fprintf(stderr, "bench attention: measuring the GEMM peaks again ...\n");
+  const GemmPeaks end_peaks = MeasureBackendGemmPeaks(*be);
+  const double peak_end = end_peaks.Of(bf16);
+  const double drift = peak > 0 ? peak_end / peak - 1 : 0.0;
+  std::printf("  GEMM peak of this precision after the lengths: %.1f GFLOP/s, %+.1f%% against the first%s\n", peak_end,
+              100 * drift,
+              std::fabs(drift) > kPeakDriftWarning
+                  ? " -- warning: the machine's speed changed during the run; its fractions are not like for like"
+                  : "");
   summary["precision"] = bf16 ? "bf16" : "fp32";
   summary["peak_gflops_fp32"] = peaks.fp32;
   summary["peak_gflops_bf16"] = peaks.bf16;
+  summary["peak_gflops"] = peak;
+  summary["peak_gflops_end"] = peak_end;  // of this precision, after the lengths
+  summary["peak_drift"] = drift;          // peak_gflops_end / peak_gflops - 1
+  summary["peak_drift_warning"] = std::fabs(drift) > kPeakDriftWarning;
   summary["loadavg_end"] = LoadAverage();
   std::printf("%s\n", summary.dump().c_str());
   return 0;
