@@ -14,7 +14,9 @@
 //      ForwardBackward (no optimizer), and its activation arena.
 // Each figure is the median of --repeats runs after one warm-up, and the
 // attention op's GFLOP/s is also a fraction of the GEMM peak of the run's
-// precision (--precision=bf16: the bf16 peak), measured in the same run.
+// precision (--precision=bf16: the bf16 peak), measured in the same run
+// before the lengths — and again after them, the summary line reporting the
+// drift between the two (a VM's speed can change within one run).
 #include <omp.h>
 #include <unistd.h>
 
