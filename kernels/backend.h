@@ -40,6 +40,8 @@ struct BackendOptions {
   // threads, N = every segment cut into N (`bench attention --key_parts`).
   int attention_key_parts = 0;
 };
+// The most key parts a backward item is cut into (attention_key_parts' bound).
+inline constexpr int kMaxAttentionKeyParts = 8;
 
 // "auto", "onednn", "openblas" / "auto", "onednn", "sgemm" (or
 // "rounded-sgemm"); InvalidArgument naming the accepted values otherwise.

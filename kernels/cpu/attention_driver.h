@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/attention_args.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/line_vector.h"
 #include "kernels/math/attention_visibility.h"
@@ -126,7 +127,7 @@ inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, 
 // on the number of parts (so on the thread count, as a GEMM library's does),
 // never on the schedule; one part is the unsplit backward, bit for bit.
 // Memory: (most parts - 1) x the size of dQ.
-constexpr int kMaxKeyParts = 8;
+constexpr int kMaxKeyParts = kMaxAttentionKeyParts;
 constexpr int kKeyPartAlign = 128;  // a multiple of both drivers' backward key blocks
 
 // The backward's work in key block [j0, j1) of segment [sb, se): queries

@@ -153,9 +153,9 @@ class CpuBackend final : public Backend {
 absl::Status ValidateCpuBackendOptions(const BackendOptions& options) {
   if (options.threads < 0)
     return absl::InvalidArgumentError(absl::StrCat("cpu backend: threads must be >= 0 (got ", options.threads, ")"));
-  if (options.attention_key_parts < 0 || options.attention_key_parts > 8)
-    return absl::InvalidArgumentError(absl::StrCat("cpu backend: attention key parts must be 0 (automatic) to 8 (got ",
-                                                   options.attention_key_parts, ")"));
+  if (options.attention_key_parts < 0 || options.attention_key_parts > kMaxAttentionKeyParts)
+    return absl::InvalidArgumentError(absl::StrCat("cpu backend: attention key parts must be 0 (automatic) to ",
+                                                   kMaxAttentionKeyParts, " (got ", options.attention_key_parts, ")"));
   if (options.bf16_gemm == Bf16GemmLibrary::kOneDnn) {
     absl::Status st = cpu::CheckBf16GemmPath(cpu::Bf16GemmPath::kOneDnn);
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cpu backend: ", st.message()));

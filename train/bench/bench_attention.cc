@@ -218,8 +218,9 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   std::vector<int64_t> lengths, documents;
   if (st.ok()) st = ParseLengths(lengths_text, &lengths);
   if (st.ok() && !documents_text.empty()) st = ParseLengths(documents_text, &documents, "--documents");
-  if (st.ok() && key_parts > 8)
-    st = absl::InvalidArgumentError(absl::StrCat("--key_parts: 0 (automatic) to 8 (got ", key_parts, ")"));
+  if (st.ok() && key_parts > kMaxAttentionKeyParts)
+    st = absl::InvalidArgumentError(
+        absl::StrCat("--key_parts: 0 (automatic) to ", kMaxAttentionKeyParts, " (got ", key_parts, ")"));
   if (!st.ok()) return FailCommand(st);
   std::vector<std::string> kinds = absl::StrSplit(kinds_text, ',', absl::SkipWhitespace());
   for (const std::string& k : kinds)
