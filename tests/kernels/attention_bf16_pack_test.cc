@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/amx_bf16.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -42,7 +43,7 @@ TEST_P(Bf16PackTest, TransposedAEqualsRowMajorAAndTheBf16Reference) {
   const cpu::AttentionTileKernels<float>* t = cpu::AttentionTileKernelsBf16(GetParam());
   if (t == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   if (GetParam() != (std::string(t->name) == "amx-bf16")) GTEST_SKIP() << "this CPU has no AMX";
-  std::mt19937 rng(20261124);
+  std::mt19937 rng(test::FreshSeed(20261124));
   std::normal_distribution<float> dist(0.f, 1.f);
   for (const Shape sh : {Shape{64, 64, 64}, Shape{64, 64, 128}, Shape{16, 16, 32}, Shape{37, 50, 13},
                          Shape{64, 64, 33}, Shape{5, 70, 100}, Shape{48, 17, 64}, Shape{1, 1, 1}, Shape{64, 128, 64}}) {
@@ -90,7 +91,7 @@ TEST_P(Bf16PackTest, TransposedAEqualsRowMajorAAndTheBf16Reference) {
 // nothing past them touched.
 TEST(AmxPackTest, RowPairsTransposedMatchesTheDefinition) {
   if (!cpu::amx::Usable()) GTEST_SKIP() << "this CPU has no AMX (or no tile permission)";
-  std::mt19937 rng(7);
+  std::mt19937 rng(test::FreshSeed(7));
   std::normal_distribution<float> dist(0.f, 1.f);
   auto bits = [](float x) {
     uint32_t u;
@@ -128,7 +129,7 @@ TEST(AmxPackTest, RowPairsTransposedMatchesTheDefinition) {
 // product of the same bf16 operands, to bf16 accuracy.
 TEST(DotBackwardPairsTest, SameBitsAsTheProductsThenThePassAndMatchesDouble) {
   if (!cpu::amx::PairsUsable()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
-  std::mt19937 rng(20261127);
+  std::mt19937 rng(test::FreshSeed(20261127));
   std::normal_distribution<float> dist(0.f, 1.f);
   auto pair = [&](float lo, float hi) {
     uint32_t a, b;

@@ -21,6 +21,7 @@
 #include "kernels/ops.h"
 #include "tests/support/naive_attention.h"
 #include "tests/support/op_test_util.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -135,15 +136,18 @@ void ExpectClose(const std::vector<double>& got, const std::vector<double>& want
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " off, worst relative " << worst;
 }
 
+// fp32: the training attention tests' bound (tests/support/attention_fixture.h),
+// ~170 fp32 roundoffs. It was 2e-6 here, which 2 of 30 fresh draws crossed
+// (2.2e-6; tests/support/test_seed.h, 2026-11-27).
 template <class T>
 double Tol() {
-  return sizeof(T) == 4 ? 2e-6 : 1e-12;
+  return sizeof(T) == 4 ? 1e-5 : 1e-12;
 }
 
 template <class T>
 void CheckInference(const Case& c) {
   const NaiveInferenceShape s = ShapeOf(c);
-  std::mt19937 rng(c.seed);
+  std::mt19937 rng(test::FreshSeed(c.seed));
   const std::vector<double> q = RandomNormalIn<T>(s.nq * s.heads * s.head_dim, rng),
                             k = RandomNormalIn<T>(s.nk * s.kv_heads * s.head_dim, rng),
                             v = RandomNormalIn<T>(s.nk * s.kv_heads * s.head_dim, rng);
@@ -194,7 +198,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionInferenceTest, ::testing::ValuesIn(AllC
 // Rows with no visible key at all: o = 0 exactly, lse = -inf.
 TEST(AttentionInference, RowsSeeingNoKeyAreEmpty) {
   const int64_t n = 10, h = 2, d = 4;
-  std::mt19937 rng(3);
+  std::mt19937 rng(test::FreshSeed(3));
   std::vector<double> q = RandomNormalIn<float>(n * h * d, rng), k = RandomNormalIn<float>(n * h * d, rng);
   std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end()), o(n * h * d, 5.f), lse(h * n, 5.f);
   std::vector<int32_t> cu = {0, 4, 10};
@@ -216,7 +220,7 @@ TEST(AttentionInference, RowsSeeingNoKeyAreEmpty) {
 template <class T>
 void CheckMerge(bool in_place) {
   const int64_t n = 23, h = 3, d = 13;
-  std::mt19937 rng(in_place ? 8 : 9);
+  std::mt19937 rng(test::FreshSeed(in_place ? 8 : 9));
   const std::vector<double> o1 = RandomNormalIn<T>(n * h * d, rng), o2 = RandomNormalIn<T>(n * h * d, rng);
   std::vector<double> lse1 = RandomNormalIn<T>(h * n, rng), lse2 = RandomNormalIn<T>(h * n, rng);
   const double inf = std::numeric_limits<double>::infinity();
@@ -279,7 +283,7 @@ void CheckSplitMergesBack(int window) {
   const std::vector<int32_t> cu = {0, 1, 90, 93, 260};
   const int64_t n = cu.back(), h = 4, hkv = 2, d = 16;
   const int s = 21;
-  std::mt19937 rng(window + 5);
+  std::mt19937 rng(test::FreshSeed(window + 5));
   const std::vector<double> q = RandomNormalIn<T>(n * h * d, rng), k = RandomNormalIn<T>(n * hkv * d, rng),
                             v = RandomNormalIn<T>(n * hkv * d, rng);
   std::vector<T> qt(q.begin(), q.end()), kt(k.begin(), k.end()), vt(v.begin(), v.end());

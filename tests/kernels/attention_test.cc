@@ -31,6 +31,7 @@
 #include "tests/support/attention_fixture.h"
 #include "tests/support/naive_attention.h"
 #include "tests/support/op_test_util.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -162,15 +163,22 @@ TEST(AttentionIsa, PathsAgreeBitwise) {
 // bf16 tiles (AttentionConfig::bf16 on a CPU with AVX512-BF16): Q, K, V, dO,
 // P and dS rounded to bf16 (unit roundoff u = 2^-8), products accumulated in
 // fp32, softmax statistics fp32. Every term of a tile product then carries a
-// relative error <= 2u (both operands rounded); over the head_dim terms of a
-// score (S = Q Kᵀ, dP = dO Vᵀ) these errors add like a random walk, so a score
-// is off by ~2u sqrt(d) of its scale, and that error reaches the outputs
-// through exp (forward) or through dS = P (dP - D), where dP and D are ~sqrt(d)
-// times larger than their difference (backward: the cancellation noted at
-// GradTol). Tolerances: 2u sqrt(d) forward, 3u sqrt(d) backward (the chained
-// products), relative to |want| + rms as in the fp32 tests. Observed worst
-// (2026-11-24): forward 0.031 at d = 64 (tol 0.0625), backward 0.051 at d = 64
-// (tol 0.094), 0.022 at d = 13 (tol 0.042).
+// relative error <= 2u (both operands rounded); the errors of a score's
+// head_dim terms add like a random walk and reach the outputs through exp
+// (forward) or through dS = P (dP - D), where dP and D are ~sqrt(d) times
+// larger than their difference (backward: the cancellation noted at GradTol;
+// a query that sees only itself has dS = 0 exactly, but not in bf16). Two
+// checks, measured over 80 fresh draws (LONGCTX_TEST_SEED = 1..80, vdpbf16ps,
+// 2026-11-27; tests/support/test_seed.h):
+//  * the RMS error over the tensor's rms is ~u and steady: 0.0028-0.0047 for
+//    o, dq, dk, dv in every case and draw (lse ~1e-4); held to 2u;
+//  * single elements have a heavy tail (relative to |want| + rms, the worst
+//    of a draw was 0.03-0.15 for gradients, up to 0.067 for o, at every d):
+//    held to 64u = 0.25 (gradients) and 32u = 0.125 (o, lse), which a
+//    wrong tile or mask (errors of the size of the values) still exceeds.
+// Until those draws, one fixed draw per case was held to 2u sqrt(d) forward
+// and 3u sqrt(d) backward, which 5 of the first 7 fresh draws broke (worst
+// dq 2.3x that bound at d = 32).
 constexpr double kBf16Unit = 1.0 / 256.0;
 
 struct Bf16Case {
@@ -207,13 +215,20 @@ TEST_P(AttentionBf16Test, ForwardAndBackwardMatchNaiveWithinBf16Rounding) {
   std::vector<double> o(nq), lse(s.heads * s.n), dq(nq), dk(nk), dv(nk);
   NaiveAttentionForward(s, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data());
   NaiveAttentionBackward(s, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), dq.data(), dk.data(), dv.data());
-  const double root_d = std::sqrt(static_cast<double>(s.head_dim));
-  const double fwd_tol = 2 * kBf16Unit * root_d, bwd_tol = 3 * kBf16Unit * root_d;
-  ExpectClose(Buffers<float>::Get(b.p.o), o, fwd_tol, "o");
-  ExpectClose(Buffers<float>::Get(b.p.lse), lse, fwd_tol, "lse");
-  ExpectClose(Buffers<float>::Get(b.p.dq), dq, bwd_tol, "dq", kGradFloor);
-  ExpectClose(Buffers<float>::Get(b.p.dk), dk, bwd_tol, "dk", kGradFloor);
-  ExpectClose(Buffers<float>::Get(b.p.dv), dv, bwd_tol, "dv", kGradFloor);
+  const double fwd_tol = 32 * kBf16Unit, bwd_tol = 64 * kBf16Unit, rms_tol = 2 * kBf16Unit;
+  const std::vector<double> got_o = Buffers<float>::Get(b.p.o), got_lse = Buffers<float>::Get(b.p.lse),
+                            got_dq = Buffers<float>::Get(b.p.dq), got_dk = Buffers<float>::Get(b.p.dk),
+                            got_dv = Buffers<float>::Get(b.p.dv);
+  ExpectClose(got_o, o, fwd_tol, "o");
+  ExpectClose(got_lse, lse, fwd_tol, "lse");
+  ExpectClose(got_dq, dq, bwd_tol, "dq", kGradFloor);
+  ExpectClose(got_dk, dk, bwd_tol, "dk", kGradFloor);
+  ExpectClose(got_dv, dv, bwd_tol, "dv", kGradFloor);
+  ExpectRmsClose(got_o, o, rms_tol, "o");
+  ExpectRmsClose(got_lse, lse, rms_tol, "lse");
+  ExpectRmsClose(got_dq, dq, rms_tol, "dq", kGradFloor);
+  ExpectRmsClose(got_dk, dk, rms_tol, "dk", kGradFloor);
+  ExpectRmsClose(got_dv, dv, rms_tol, "dv", kGradFloor);
   EXPECT_EQ(b.DirtyPadding(), 0);
   // And it is a different computation from fp32 (the bf16 path really ran).
   Buffers<float> f(c, in);
@@ -387,7 +402,7 @@ TEST(AttentionIsa, LoadTransposedEqualsTheScalarLoop) {
   for (bool amx : {false, true})
     if (const cpu::AttentionTileKernels<float>* t = cpu::AttentionTileKernelsBf16(amx)) tables.push_back(t);
   int checked = 0;
-  std::mt19937 rng(5);
+  std::mt19937 rng(test::FreshSeed(5));
   std::uniform_real_distribution<float> u(-2.f, 2.f);
   for (const cpu::AttentionTileKernels<float>* t : tables) {
     if (t->load_transposed == nullptr) continue;

@@ -29,6 +29,7 @@
 #include "kernels/math/bf16.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -682,7 +683,7 @@ void CheckAttentionInference(Backend* b, Backend* ref, std::mt19937& rng) {
 
 template <class T>
 void CheckAllOps(Backend* b, Backend* ref, uint32_t seed) {
-  std::mt19937 rng(seed);
+  std::mt19937 rng(test::FreshSeed(seed));
   {
     SCOPED_TRACE("elementwise");
     CheckElementwise<T>(b, ref, rng);

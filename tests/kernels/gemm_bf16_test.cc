@@ -25,6 +25,7 @@
 #include "kernels/math/bf16.h"
 #include "tests/support/finite_diff.h"
 #include "train/checkpoint/safetensors.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace cpu {
@@ -62,7 +63,7 @@ TEST(Bf16RoundingTest, NearestEvenAndSpecials) {
 }
 
 TEST(Bf16RoundingTest, SameBitsAsSafetensorsWriterOnRandomPatterns) {
-  std::mt19937 rng(7);
+  std::mt19937 rng(test::FreshSeed(7));
   for (int i = 0; i < 1000000; ++i) {
     const uint32_t u = rng();
     float f;
@@ -181,8 +182,8 @@ TEST_P(GemmBf16PathTest, MatchesDoubleOnRoundedInputs) {
     worst_vs_fp32 = std::max(worst_vs_fp32, RunCase(c, path, /*use_dispatch=*/false, seed));
     seed += 10;
   }
-  // Rounding really happened: bf16 inputs move the result by ~2^-9 of the
-  // scale somewhere, far beyond the 1e-5 accumulation tolerance.
+  // Rounding really happened: bf16 inputs move the result by up to 2^-8 of
+  // the scale somewhere, far beyond the 1e-5 accumulation tolerance.
   EXPECT_GT(worst_vs_fp32, 1e-4) << "result looks like an fp32 product";
 }
 
@@ -237,7 +238,7 @@ TEST_P(GemmBf16PathTest, LmHeadLoss) {
   std::vector<double> xd = test::RandomUniform(n * d, 5), wd = test::RandomUniform(vocab * d, 6);
   std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end());
   std::vector<int32_t> targets(n);
-  std::mt19937 rng(3);
+  std::mt19937 rng(test::FreshSeed(3));
   for (int64_t t = 0; t < n; ++t) targets[t] = t % 11 == 0 ? -1 : static_cast<int32_t>(rng() % vocab);
   for (int64_t t = 64; t < 96; ++t) targets[t] = -1;  // the third 32-token chunk ignored entirely
 
@@ -288,10 +289,16 @@ TEST_P(GemmBf16PathTest, LmHeadLoss) {
     ASSERT_TRUE(p.Validate().ok());
     const double loss = cpu::LmHeadLoss(p, cpu::MatmulConfig{.precision = MatmulPrecision::kBF16, .bf16 = path});
     EXPECT_NEAR(loss, loss_ref, 1e-5 * std::fabs(loss_ref));
-    // dlogits are rounded to bf16 (relative error <= 2^-9) before the backward
-    // products: each term moves by at most that, plus fp32 noise.
-    for (int64_t i = 0; i < n * d; ++i) ASSERT_NEAR(dx[i], dx_ref[i], 2.5e-3 * dx_abs[i] + 1e-7) << "dx " << i;
-    for (int64_t i = 0; i < vocab * d; ++i) ASSERT_NEAR(dw[i], dw_ref[i], 2.5e-3 * dw_abs[i] + 1e-7) << "dW " << i;
+    // dlogits are rounded to bf16 before the backward products: relative
+    // error <= u = 2^-8 (RNE, half of bf16's 2^-7 spacing at 1), so each term
+    // moves by at most u of itself, plus fp32 noise (the 1 % and the 1e-7).
+    // The bound was 2.5e-3 (taken as 2^-9) until inputs drawn fresh each run
+    // (tests/support/test_seed.h) crossed it: 2.52e-3 of the sum of |terms|.
+    constexpr double kBound = 1.01 / 256;
+    for (int64_t i = 0; i < n * d; ++i)
+      ASSERT_NEAR(dx[i], dx_ref[i], kBound * dx_abs[i] + 1e-7) << "dx " << i << " (sum of |terms| " << dx_abs[i] << ")";
+    for (int64_t i = 0; i < vocab * d; ++i)
+      ASSERT_NEAR(dw[i], dw_ref[i], kBound * dw_abs[i] + 1e-7) << "dW " << i << " (sum of |terms| " << dw_abs[i] << ")";
   }
 }
 

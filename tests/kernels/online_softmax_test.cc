@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/line_vector.h"
 #include "kernels/math/online_softmax.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -110,7 +111,7 @@ TEST(LineVector, EveryBufferStartsOnACacheLine) {
 }
 
 TEST(OnlineSoftmax, TileByTileEqualsWholeRowAndMergeIsExact) {
-  std::mt19937 rng(3);
+  std::mt19937 rng(test::FreshSeed(3));
   std::normal_distribution<double> dist(0.0, 4.0);
   std::vector<double> s(97);
   for (double& x : s) x = dist(rng);

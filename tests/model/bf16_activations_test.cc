@@ -335,10 +335,10 @@ TEST(Bf16ActivationsTest, NormAndSwigluOutputsInBf16GiveTheFp32StorageBits) {
 
 // (b) The full set: the forward is untouched (loss bit-equal), gradients move
 // by bf16 rounding of gu, o, qkv (and qraw/kraw) only. Each stored value is off
-// by at most u = 2^-9 relative (half of bf16's 2^-8 spacing; RNE); a gradient is
-// a sum of products with a few such factors, the errors of independent
+// by at most u = 2^-8 relative (half of bf16's 2^-7 spacing at 1; RNE); a gradient
+// is a sum of products with a few such factors, the errors of independent
 // elements partly cancelling, so its relative L2 error is a few u: we allow
-// 2^-8 * 4 = 1.6e-2 (measured here: printed below, a few 1e-3), and require a
+// 4u = 1.6e-2 (measured here: printed below, a few 1e-3), and require a
 // visible change (the bf16 storage is really used).
 TEST(Bf16ActivationsTest, FullBf16StorageIsCloseAndHalvesTheStoredTensors) {
   for (const Case& c : Cases()) {

@@ -10,6 +10,8 @@
 #include <random>
 #include <sstream>
 
+#include "tests/support/test_seed.h"
+
 namespace longctx::test {
 
 std::string GradCheckResult::ToString() const {
@@ -85,7 +87,7 @@ double MaxRelError(const std::function<double()>& loss, double* params, int64_t 
 }
 
 std::vector<double> RandomUniform(int64_t n, uint64_t seed, double lo, double hi, double min_abs) {
-  std::mt19937 rng(static_cast<std::mt19937::result_type>(seed));
+  std::mt19937 rng(FreshSeed(seed));
   std::uniform_real_distribution<double> dist(lo, hi);
   std::vector<double> v(static_cast<size_t>(std::max<int64_t>(n, 0)));
   const bool straddles = lo < 0.0 && hi > 0.0;
