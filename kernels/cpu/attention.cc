@@ -8,7 +8,8 @@
 // The forward runs one work item per (segment, query block, up to
 // kMaxForwardHeads query heads of one kv head): each K, V tile read serves
 // all the item's heads. The backward is FlashAttention-2's: P recomputed from
-// the saved lse, D_i = rowsum(dO_i * O_i) precomputed, and per tile exactly
+// the saved lse, D_i = rowsum(dO_i * O_i) precomputed (of the bf16 dO with
+// bf16 tiles, as dP sees it), and per tile exactly
 // five products — S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K —
 // with no tile recomputed twice. Its work items are (segment, query head): an
 // item walks the segment's key blocks, kBackwardGroup at a time, and per group
@@ -46,6 +47,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/math/attention_visibility.h"
+#include "kernels/math/bf16.h"
 #include "kernels/math/online_softmax.h"
 
 namespace longctx::cpu {
@@ -254,6 +256,11 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
   drow.resize(static_cast<size_t>(c.heads * c.n));
   T* const drow_data = drow.data();
   const int64_t n = c.n, heads = c.heads, d = c.d;
+  // With bf16 tiles, D is the rowsum of the bf16 dO the products see: dS =
+  // P (dP - D) cancels dP against D, and dP = dO Vᵀ is made from bf16 dO, so a
+  // D from the fp32 dO left the rounding of dO, (dO_bf16 - dO) . O, in every dS
+  // of the row (a query that sees only itself got dS != 0 where it is exactly 0).
+  const bool bf16_d = Bf16UnitOf(*c.tiles) != Bf16Unit::kNone;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < heads; ++h) {
@@ -263,6 +270,15 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
       // window-1024 bf16 backward); the products of two floats are exact in
       // double, so only the order of the double sum's roundings changes.
       double s = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        if (bf16_d) {
+#pragma omp simd reduction(+ : s)
+          for (int64_t x = 0; x < d; ++x)
+            s += static_cast<double>(orow[x]) * static_cast<double>(math::RoundToBf16(dorow[x]));
+          drow_data[h * n + i] = static_cast<T>(s);
+          continue;
+        }
+      }
 #pragma omp simd reduction(+ : s)
       for (int64_t x = 0; x < d; ++x) s += static_cast<double>(orow[x]) * static_cast<double>(dorow[x]);
       drow_data[h * n + i] = static_cast<T>(s);
