@@ -210,7 +210,7 @@ inline void ExpectClose(const std::vector<double>& got, const std::vector<double
 
 // The root-mean-square error over the tensor's rms (at least `floor`) within
 // tol: where elementwise errors have a heavy tail across random draws (bf16:
-// one element in 10^5 may be off by ~10x the typical error), their RMS is as
+// one element in 10^5 may be off by 10-30x the RMS error), their RMS is as
 // steady as the rounding that causes it, so it can be held tightly.
 inline void ExpectRmsClose(const std::vector<double>& got, const std::vector<double>& want, double tol,
                            const std::string& what, double floor = 0.0) {
