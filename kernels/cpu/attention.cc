@@ -239,6 +239,22 @@ void Forward(const AttentionParams& p, const AttentionConfig& config) {
   RunItems<Scratch<T>>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads, c.group), ForwardItem<T>);
 }
 
+// o . dO of one row in double, dO rounded to bf16 first when kBf16DO (float
+// only). In vector lanes (a serial chain of d double additions was ~5 % of a
+// window-1024 bf16 backward); the products of two floats are exact in double,
+// so only the order of the double sum's roundings changes.
+template <bool kBf16DO, class T>
+double RowDot(const T* orow, const T* dorow, int64_t d) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t x = 0; x < d; ++x) {
+    T g = dorow[x];
+    if constexpr (kBf16DO && std::is_same_v<T, float>) g = math::RoundToBf16(g);
+    s += static_cast<double>(orow[x]) * static_cast<double>(g);
+  }
+  return s;
+}
+
 template <class T>
 void Backward(const AttentionParams& p, const AttentionConfig& config) {
   Ctx<T> c{UnpackAttention<T>(p, true)};
@@ -266,22 +282,7 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
     for (int64_t h = 0; h < heads; ++h) {
       const T* orow = c.o + i * c.so + h * d;
       const T* dorow = c.d_o + i * c.sdo + h * d;
-      // In vector lanes (a serial chain of d double additions was ~5 % of a
-      // window-1024 bf16 backward); the products of two floats are exact in
-      // double, so only the order of the double sum's roundings changes.
-      double s = 0;
-      if constexpr (std::is_same_v<T, float>) {
-        if (bf16_d) {
-#pragma omp simd reduction(+ : s)
-          for (int64_t x = 0; x < d; ++x)
-            s += static_cast<double>(orow[x]) * static_cast<double>(math::RoundToBf16(dorow[x]));
-          drow_data[h * n + i] = static_cast<T>(s);
-          continue;
-        }
-      }
-#pragma omp simd reduction(+ : s)
-      for (int64_t x = 0; x < d; ++x) s += static_cast<double>(orow[x]) * static_cast<double>(dorow[x]);
-      drow_data[h * n + i] = static_cast<T>(s);
+      drow_data[h * n + i] = static_cast<T>(bf16_d ? RowDot<true>(orow, dorow, d) : RowDot<false>(orow, dorow, d));
     }
   c.drow = drow.data();
   bool packed = false, tile_unit = false, keys_direct = false;

@@ -24,8 +24,8 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/math/bf16.h"
 #include "tests/support/finite_diff.h"
-#include "train/checkpoint/safetensors.h"
 #include "tests/support/test_seed.h"
+#include "train/checkpoint/safetensors.h"
 
 namespace longctx {
 namespace cpu {
