@@ -10,6 +10,7 @@
 #include "data/packer.h"
 #include "data/token_file.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_seed.h"
 #include "tests/support/test_util.h"
 
 namespace longctx {
@@ -25,7 +26,7 @@ std::vector<double> BruteForce(const std::vector<int64_t>& segments, int64_t max
 }
 
 TEST(PositionFrequencyTest, EqualsEquation2OnRandomSegments) {
-  std::mt19937 rng(3);
+  std::mt19937 rng(test::FreshSeed(3));
   const int64_t L = 97;
   std::uniform_int_distribution<int64_t> len(0, L);
   PositionFrequency pf(L);
@@ -81,7 +82,7 @@ TEST(PositionFrequencyTest, PackedBatchesWithAndWithoutDocumentMask) {
   ::longctx::testing::TempDir tmp;
   TokenFileWriter w;
   ASSERT_TRUE(w.Open(tmp / "t.ltok", ByteTokenizer::kVocabSize, "byte").ok());
-  std::mt19937 rng(9);
+  std::mt19937 rng(test::FreshSeed(9));
   std::geometric_distribution<int> doc_len(0.02);
   for (int d = 0; d < 300; ++d) {
     std::vector<int32_t> doc(1 + doc_len(rng), 65);

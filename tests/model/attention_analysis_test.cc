@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -18,7 +19,7 @@ CapturedAttention MakeLayer(int64_t t, int64_t h, int64_t hkv, int64_t d, uint64
   a.kind = "rope_full";
   a.uses_rope = true;
   a.tokens = t; a.heads = h; a.kv_heads = hkv; a.head_dim = d; a.rotary_dim = d;
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(test::FreshSeed(seed));
   std::normal_distribution<float> n(0.f, 1.f);
   a.q.resize(t * h * d);
   a.k.resize(t * hkv * d);

@@ -19,6 +19,7 @@
 #include "model/config.h"
 #include "model/inference.h"
 #include "model/transformer.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -58,8 +59,8 @@ ModelConfig ConfigOf(const Case& c) {
 // from uniform and positions visibly change the logits.
 std::unique_ptr<Transformer> MakeModel(const ModelDims& dims, Backend* be, uint64_t seed) {
   auto model = std::make_unique<Transformer>(dims, be, DType::kF32);
-  model->InitParams(seed);
-  std::mt19937 rng(seed + 1);
+  model->InitParams(test::FreshSeed(seed));
+  std::mt19937 rng(test::FreshSeed(seed + 1));
   std::normal_distribution<float> noise(0.f, 0.25f);
   for (int b = 0; b < model->layout().num_buffers(); ++b) {
     float* p = model->params().buffer(b).as<float>();
@@ -111,7 +112,7 @@ TEST_P(InferenceEngineTest, DecodeMatchesFullForwardEveryStep) {
   so.rope_scale = c.rope_scale;
   ASSERT_TRUE(model->SetStringOptions(so).ok());  // the reference full forward uses the same STRING
 
-  std::mt19937 rng(5);
+  std::mt19937 rng(test::FreshSeed(5));
   std::uniform_int_distribution<int32_t> tok(0, dims->vocab - 1);
   std::vector<int32_t> tokens(kTotal);
   for (int32_t& t : tokens) t = tok(rng);

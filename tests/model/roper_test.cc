@@ -21,6 +21,7 @@
 #include "model/hf_config.h"
 #include "model/layer_attention.h"
 #include "tests/support/explicit_position_attention.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -54,7 +55,7 @@ TEST_P(RoperTest, OutputIsAttentionWeightedRelativelyRotatedValues) {
   std::vector<int32_t> cu = {0};
   for (int32_t len : c.docs) cu.push_back(cu.back() + len);
   const int64_t n = cu.back(), H = c.heads, Hkv = c.kv_heads, hd = c.head_dim, group = H / Hkv;
-  std::mt19937 rng(c.seed);
+  std::mt19937 rng(test::FreshSeed(c.seed));
   std::normal_distribution<double> nd(0, 1);
   auto random = [&](int64_t count) {
     std::vector<double> x(count);

@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "optim/adamw.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -33,7 +34,7 @@ ModelDims Dims() {
 }
 
 void FillRandom(ParamStore& s, uint32_t seed, double scale) {
-  std::mt19937 rng(seed);
+  std::mt19937 rng(test::FreshSeed(seed));
   std::normal_distribution<float> n(0.0f, static_cast<float>(scale));
   for (int b = 0; b < s.layout().num_buffers(); ++b) {
     float* p = s.buffer(b).as<float>();

@@ -42,7 +42,7 @@ GradCheckResult CheckGradient(const std::function<double()>& loss, double* param
   std::vector<int64_t> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), int64_t{0});
   if (options.samples > 0 && options.samples < n) {
-    std::mt19937_64 rng(options.seed);
+    std::mt19937_64 rng(FreshSeed(options.seed));
     for (int64_t i = 0; i < options.samples; ++i) {  // partial Fisher-Yates
       std::uniform_int_distribution<int64_t> pick(i, n - 1);
       std::swap(idx[i], idx[pick(rng)]);

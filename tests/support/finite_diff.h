@@ -23,7 +23,8 @@ namespace longctx::test {
 
 struct GradCheckOptions {
   // Coordinates to check: <= 0 or >= n checks all of them; otherwise that many
-  // distinct coordinates drawn with `seed` (the same ones every run).
+  // distinct coordinates drawn with FreshSeed(seed) (test_seed.h): other ones
+  // every run, the same ones for one LONGCTX_TEST_SEED.
   int64_t samples = 0;
   uint64_t seed = 1;
   // Central-difference step (absolute). The step actually used is the
