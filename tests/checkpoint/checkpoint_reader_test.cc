@@ -24,6 +24,7 @@
 #include "model/config.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "tests/support/test_seed.h"
 #include "tests/support/test_util.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_reader.h"
@@ -49,7 +50,7 @@ class CheckpointReaderTest : public ::testing::Test {
     ASSERT_TRUE(d.ok()) << d.status();
     dims_ = *d;
     layout_ = std::make_unique<ParamLayout>(dims_);
-    std::mt19937_64 rng(12);
+    std::mt19937_64 rng(test::FreshSeed(12));
     std::normal_distribution<float> normal;
     for (CheckpointPart p : kParts) {
       auto& bufs = values_[static_cast<int>(p)];
@@ -132,7 +133,7 @@ class CheckpointReaderTest : public ::testing::Test {
 };
 
 TEST_F(CheckpointReaderTest, ShardedRangesMatchTheValuesWritten) {
-  std::mt19937_64 rng(5);
+  std::mt19937_64 rng(test::FreshSeed(5));
   for (int world : {1, 3, 4}) {
     const std::string dir = WriteSharded(absl::StrCat("w", world), world, rng);
     absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(dir, *layout_);
@@ -167,7 +168,7 @@ TEST_F(CheckpointReaderTest, FullCopyRangesMatchTheValuesWritten) {
   absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(*dir, *layout_);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->sharded());
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(test::FreshSeed(7));
   CheckRandomRanges(*r, rng, 300);
   // And into a strategy-like shard of views (the Load path).
   std::vector<float> p(100), m(100), v(100);
@@ -183,7 +184,7 @@ TEST_F(CheckpointReaderTest, FullCopyRangesMatchTheValuesWritten) {
 }
 
 TEST_F(CheckpointReaderTest, ManifestThatDoesNotTileOrFitIsRefused) {
-  std::mt19937_64 rng(9);
+  std::mt19937_64 rng(test::FreshSeed(9));
   const std::string dir = WriteSharded("bad", 3, rng);
   auto rewrite = [&](const nlohmann::json& lay) { ASSERT_TRUE(WriteManifest(dir, 1, 3, FSDP, lay, digests_).ok()); };
   nlohmann::json gap = layout_json_;

@@ -15,6 +15,7 @@
 #include "data/packer.h"
 #include "data/token_file.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_seed.h"
 #include "tests/support/test_util.h"
 
 namespace longctx {
@@ -35,7 +36,7 @@ std::string WriteTokenFile(const std::string& path, const std::vector<int>& doc_
 }
 
 std::vector<int> RandomLengths(int n, int lo, int hi, int seed) {
-  std::mt19937 rng(seed);
+  std::mt19937 rng(test::FreshSeed(seed));
   std::uniform_int_distribution<int> len(lo, hi);
   std::vector<int> out(n);
   for (int& v : out) v = len(rng);

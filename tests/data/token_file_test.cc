@@ -16,6 +16,7 @@
 #include "data/byte_tokenizer.h"
 #include "data/text_corpus.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_seed.h"
 
 namespace longctx {
 namespace {
@@ -69,7 +70,7 @@ TEST(XxHash64Test, MatchesReferenceVectors) {
 }
 
 TEST(XxHash64Test, StreamingEqualsOneShot) {
-  std::mt19937 rng(7);
+  std::mt19937 rng(test::FreshSeed(7));
   std::string data(5000, '\0');
   for (char& c : data) c = static_cast<char>(rng());
   for (int trial = 0; trial < 20; ++trial) {
@@ -88,7 +89,7 @@ TEST(XxHash64Test, StreamingEqualsOneShot) {
 // Round trips
 
 std::vector<std::vector<int32_t>> RandomDocs(int n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
+  std::mt19937 rng(test::FreshSeed(seed));
   std::vector<std::vector<int32_t>> docs(n);
   for (int i = 0; i < n; ++i) {
     const int len = (i % 5 == 3) ? 0 : static_cast<int>(rng() % 200);  // some empty documents

@@ -16,6 +16,7 @@
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/param_layout.h"
+#include "tests/support/test_seed.h"
 #include "train/parallel/bf16_gather.h"
 
 namespace longctx {
@@ -51,7 +52,7 @@ TEST(Bf16GatherTest, RoundsExactlyTheMatmulWeightsAndKeepsTheRest) {
       ParamLayout layout(d);
       std::unique_ptr<Communicator> comm = MakeLocalCommunicator();
       Bf16Gather gather(&layout, 1);
-      std::mt19937 rng(7);
+      std::mt19937 rng(test::FreshSeed(7));
       std::normal_distribution<float> normal(0.0f, 1.0f);
       for (int b = 0; b < layout.num_buffers(); ++b) {
         const int64_t n = layout.buffer_size(b);

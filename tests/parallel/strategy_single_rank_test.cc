@@ -19,6 +19,7 @@
 #include "model/config.h"
 #include "model/transformer.h"
 #include "tests/support/small_model.h"
+#include "tests/support/test_seed.h"
 #include "train/parallel/parallel_strategy.h"
 
 namespace longctx {
@@ -52,7 +53,7 @@ struct Batch {
 
 Batch MakeBatch(int seed) {
   Batch b;
-  std::mt19937 rng(seed);
+  std::mt19937 rng(test::FreshSeed(seed));
   b.cu = {0, 9, 20};
   for (int s = 0; s < 2; ++s)
     for (int t = b.cu[s]; t < b.cu[s + 1]; ++t) {
