@@ -27,6 +27,13 @@ enum class GemmLibrary : uint8_t { kAuto = 0, kOneDnn = 1, kOpenBlas = 2 };
 // How MatmulPrecision::kBF16 products run on the CPU (kernels/cpu/gemm_bf16.h).
 // kAuto = oneDNN where the CPU has bf16 dot products, else rounded sgemm.
 enum class Bf16GemmLibrary : uint8_t { kAuto = 0, kOneDnn = 1, kRoundedSgemm = 2 };
+// Which instruction set runs the CPU attention's tiles (kernels/cpu/
+// attention_tiles.h). kAuto = the best this CPU has (bf16 tiles at precision
+// bf16 where it has bf16 dot products); the others force one, e.g. to measure
+// or check the AVX2 path on an AVX-512 machine (`bench attention
+// --attention_isa=avx2`); kAvx2 and kScalar run fp32 tiles at either precision,
+// as a CPU without bf16 dot products does.
+enum class CpuAttentionIsa : uint8_t { kAuto = 0, kAvx512 = 1, kAvx2 = 2, kScalar = 3 };
 
 struct BackendOptions {
   // Host threads of the backend's ops (OpenMP regions and BLAS calls);
@@ -39,6 +46,8 @@ struct BackendOptions {
   // attention_driver.h, SegmentKeyParts); 0 = chosen per call for the
   // threads, N = every segment cut into N (`bench attention --key_parts`).
   int attention_key_parts = 0;
+  // CPU only: see CpuAttentionIsa; one this CPU cannot run is refused.
+  CpuAttentionIsa attention_isa = CpuAttentionIsa::kAuto;
 };
 // The most key parts a backward item is cut into (attention_key_parts' bound).
 inline constexpr int kMaxAttentionKeyParts = 8;
@@ -49,6 +58,9 @@ absl::StatusOr<GemmLibrary> ParseGemmLibrary(std::string_view name);
 absl::StatusOr<Bf16GemmLibrary> ParseBf16GemmLibrary(std::string_view name);
 const char* GemmLibraryName(GemmLibrary library);          // "auto", "onednn", "openblas"
 const char* Bf16GemmLibraryName(Bf16GemmLibrary library);  // "auto", "onednn", "rounded-sgemm"
+// "auto", "avx512", "avx2", "scalar"; InvalidArgument naming them otherwise.
+absl::StatusOr<CpuAttentionIsa> ParseCpuAttentionIsa(std::string_view name);
+const char* CpuAttentionIsaName(CpuAttentionIsa isa);
 
 class Backend {
  public:

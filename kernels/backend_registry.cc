@@ -41,6 +41,23 @@ absl::StatusOr<Bf16GemmLibrary> ParseBf16GemmLibrary(std::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("bf16 GEMM path '", std::string(name), "': expected auto, sgemm or onednn"));
 }
 
+absl::StatusOr<CpuAttentionIsa> ParseCpuAttentionIsa(std::string_view name) {
+  for (CpuAttentionIsa isa :
+       {CpuAttentionIsa::kAuto, CpuAttentionIsa::kAvx512, CpuAttentionIsa::kAvx2, CpuAttentionIsa::kScalar})
+    if (name == CpuAttentionIsaName(isa)) return isa;
+  return absl::InvalidArgumentError(
+      absl::StrCat("attention ISA '", std::string(name), "': expected auto, avx512, avx2 or scalar"));
+}
+
+const char* CpuAttentionIsaName(CpuAttentionIsa isa) {
+  switch (isa) {
+    case CpuAttentionIsa::kAvx512: return "avx512";
+    case CpuAttentionIsa::kAvx2: return "avx2";
+    case CpuAttentionIsa::kScalar: return "scalar";
+    default: return "auto";
+  }
+}
+
 const char* GemmLibraryName(GemmLibrary library) {
   switch (library) {
     case GemmLibrary::kOneDnn: return "onednn";

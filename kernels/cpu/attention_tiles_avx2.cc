@@ -136,29 +136,59 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
   }
 }
 
+// The softmax passes as the AVX-512 file runs them: one 8-lane vector at a
+// time down the tile's rows, the running max and the sums in registers
+// (each lane still sees its rows in ascending order: the same bits as a
+// row-outer loop), and vectors a row sees whole on plain loads and stores.
+// vmaskmovps is kept to the edges: its store form is microcoded on AMD cores
+// (one per ~10+ cycles against a plain store's one or two per cycle), and
+// the row-outer passes that stored every vector through it (and loaded and
+// stored the max and the sums per row) took 26 % of the AVX2 attention's time
+// against the AVX-512 passes' 6 % (docs/BENCHMARKS.md, issue 16).
+inline bool Whole(int ra, int rb, int x) { return ra <= x && rb >= x + 8; }
+
 void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn) {
-  for (int j = 0; j < rows; ++j) {
-    const float* row = s + j * ld;
-    for (int x = ra[j] & ~7; x < rb[j]; x += 8) {
+  int lo = 1 << 30, hi = 0;  // union of the visible ranges
+  for (int j = 0; j < rows; ++j)
+    if (rb[j] > ra[j]) lo = ra[j] < lo ? ra[j] : lo, hi = rb[j] > hi ? rb[j] : hi;
+  for (int x = lo & ~7; x < hi; x += 8) {
+    const __m256i any = RangeMask(lo, hi, x);
+    const bool all = Whole(lo, hi, x);
+    __m256 cur = Load(mn + x, any, all);
+    for (int j = 0; j < rows; ++j) {
+      const float* row = s + j * ld;
+      if (Whole(ra[j], rb[j], x)) {
+        cur = _mm256_max_ps(_mm256_loadu_ps(row + x), cur);
+        continue;
+      }
       const __m256i m = RangeMask(ra[j], rb[j], x);
-      const __m256 cur = _mm256_maskload_ps(mn + x, m);
-      _mm256_maskstore_ps(mn + x, m, _mm256_max_ps(_mm256_maskload_ps(row + x, m), cur));
+      cur = _mm256_blendv_ps(cur, _mm256_max_ps(_mm256_maskload_ps(row + x, m), cur), _mm256_castsi256_ps(m));
     }
+    Store(mn + x, any, all, cur);
   }
 }
 
 void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* rb, const float* msafe, float* l) {
-  for (int j = 0; j < rows; ++j) {
-    float* row = s + j * ld;
-    for (int x = 0; x < len; x += 8) {
-      const __m256i in = RangeMask(0, len, x);
+  for (int x = 0; x < len; x += 8) {
+    const __m256i in = RangeMask(0, len, x);
+    const bool full = x + 8 <= len;
+    const __m256 mv = Load(msafe + x, in, full);
+    __m256 lv = Load(l + x, in, full);
+    for (int j = 0; j < rows; ++j) {
+      float* row = s + j * ld;
+      if (Whole(ra[j], rb[j], x)) {  // then x + 8 <= rb[j] <= len
+        const __m256 p = Exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x), mv));
+        lv = _mm256_add_ps(lv, p);
+        _mm256_storeu_ps(row + x, p);
+        continue;
+      }
       const __m256i vis = RangeMask(ra[j], rb[j], x);
       const __m256 visf = _mm256_castsi256_ps(vis);
-      const __m256 p = _mm256_and_ps(
-          visf, Exp8(_mm256_sub_ps(_mm256_maskload_ps(row + x, vis), _mm256_maskload_ps(msafe + x, vis))));
-      _mm256_maskstore_ps(row + x, in, p);
-      _mm256_maskstore_ps(l + x, vis, _mm256_add_ps(_mm256_maskload_ps(l + x, vis), p));
+      const __m256 p = _mm256_and_ps(visf, Exp8(_mm256_sub_ps(_mm256_maskload_ps(row + x, vis), mv)));
+      lv = _mm256_blendv_ps(lv, _mm256_add_ps(lv, p), visf);
+      Store(row + x, in, full, p);
     }
+    Store(l + x, in, full, lv);
   }
 }
 
@@ -169,18 +199,67 @@ void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra,
     float* dsrow = ds + i * ld;
     const __m256 lv = _mm256_set1_ps(lse[i]), dv = _mm256_set1_ps(drow[i]);
     for (int x = 0; x < len; x += 8) {
+      if (Whole(ra[i], rb[i], x)) {
+        const __m256 px = Exp8(_mm256_sub_ps(_mm256_loadu_ps(prow + x), lv));
+        _mm256_storeu_ps(dsrow + x, _mm256_mul_ps(px, _mm256_sub_ps(_mm256_loadu_ps(dsrow + x), dv)));
+        _mm256_storeu_ps(prow + x, px);
+        continue;
+      }
       const __m256i in = RangeMask(0, len, x);
+      const bool full = x + 8 <= len;
       const __m256i vis = RangeMask(ra[i], rb[i], x);
       const __m256 visf = _mm256_castsi256_ps(vis);
       const __m256 px = _mm256_and_ps(visf, Exp8(_mm256_sub_ps(_mm256_maskload_ps(prow + x, vis), lv)));
       const __m256 dsx = _mm256_and_ps(visf, _mm256_mul_ps(px, _mm256_sub_ps(_mm256_maskload_ps(dsrow + x, vis), dv)));
-      _mm256_maskstore_ps(prow + x, in, px);
-      _mm256_maskstore_ps(dsrow + x, in, dsx);
+      Store(prow + x, in, full, px);
+      Store(dsrow + x, in, full, dsx);
     }
   }
 }
 
-const AttentionTileKernels<float> kTiles = {"avx2", Gemm, TileMax, TileExpSum, TileBackward};
+// In-register transpose of the 8 x 8 block r[0..7] (row i becomes column i).
+inline void Transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// load_transposed through 8 x 8 register transposes (the drivers' scalar
+// loop's bits: one fp32 product per element, +0 in the padding rows); the
+// scalar loop, whose column-strided stores the compiler cannot vectorize,
+// held ~3 % of the AVX2 attention's time.
+void LoadTransposed(const float* src, int64_t ld, int rows, int64_t d, float scale, int width, float* dst) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  __m256 blk[8];
+  for (int r0 = 0; r0 < width; r0 += 8) {
+    const __m256i in_width = RangeMask(0, width - r0, 0);
+    const __m256 live = _mm256_castsi256_ps(RangeMask(0, rows - r0, 0));
+    const bool whole = r0 + 8 <= width;
+    for (int64_t c0 = 0; c0 < d; c0 += 8) {
+      const bool cols_whole = c0 + 8 <= d;
+      const __m256i cols = RangeMask(0, static_cast<int>(d - c0), 0);
+      for (int r = 0; r < 8; ++r)
+        blk[r] = r0 + r < rows ? Load(src + (r0 + r) * ld + c0, cols, cols_whole) : _mm256_setzero_ps();
+      Transpose8x8(blk);
+      for (int c = 0; c < 8 && c0 + c < d; ++c)
+        Store(dst + (c0 + c) * width + r0, in_width, whole, _mm256_and_ps(live, _mm256_mul_ps(blk[c], sv)));
+    }
+  }
+}
+
+const AttentionTileKernels<float> kTiles = {"avx2", Gemm, TileMax, TileExpSum, TileBackward, LoadTransposed};
 
 }  // namespace
 

@@ -78,6 +78,8 @@ void AddBenchAttention(CommandTable& table) {
   f->Add(c, "layer", "true", "false: time the attention op only, not the 1-layer model step");
   f->Add(c, "documents", "", "cut each L into documents in these proportions, e.g. 8,4,2,2 (default: one)");
   f->Add(c, "key_parts", "0", "backward key parts per item, 1-8 (CPU; 0: chosen for the threads)");
+  f->Add(c, "attention_isa", "auto",
+         "CPU attention tiles: auto, avx512, avx2 (fp32 tiles, as an AVX2-only CPU runs them) or scalar");
 }
 
 }  // namespace

@@ -1,0 +1,116 @@
+// Why: BackendOptions::attention_isa lets a benchmark (`bench attention
+// --attention_isa=avx2`) or a user run the AVX2 or scalar attention tiles on a
+// CPU that has better ones. The option must reach the kernels — the backend's
+// outputs are the direct call's with that ISA, bit for bit, at both matmul
+// precisions — a choice the CPU cannot run must be refused when the backend is
+// made, naming it, and the names must parse both ways.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/attention_packed_bf16.h"
+#include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "tests/support/attention_fixture.h"
+
+namespace longctx {
+namespace {
+
+using attention_fixture::Buffers;
+using attention_fixture::Case;
+using attention_fixture::Inputs;
+using attention_fixture::RandomInputs;
+using attention_fixture::ShapeOf;
+
+constexpr CpuAttentionIsa kAll[] = {CpuAttentionIsa::kAuto, CpuAttentionIsa::kAvx512, CpuAttentionIsa::kAvx2,
+                                    CpuAttentionIsa::kScalar};
+
+cpu::AttentionIsa TileIsa(CpuAttentionIsa isa) {
+  switch (isa) {
+    case CpuAttentionIsa::kAvx512: return cpu::AttentionIsa::kAvx512;
+    case CpuAttentionIsa::kAvx2: return cpu::AttentionIsa::kAvx2;
+    case CpuAttentionIsa::kScalar: return cpu::AttentionIsa::kScalar;
+    default: return cpu::AttentionIsa::kAuto;
+  }
+}
+
+// o, lse, dq, dk, dv of one forward and backward.
+std::vector<std::vector<double>> Outputs(const Buffers<float>& b) {
+  return {Buffers<float>::Get(b.p.o), Buffers<float>::Get(b.p.lse), Buffers<float>::Get(b.p.dq),
+          Buffers<float>::Get(b.p.dk), Buffers<float>::Get(b.p.dv)};
+}
+
+TEST(AttentionIsaOptionTest, TheBackendRunsTheChosenTiles) {
+  // GQA, documents of several lengths, a window, head_dim 64 (the packed bf16
+  // driver's shapes): every driver the choices reach.
+  const Case c{"isa", {1, 5, 130, 1, 163}, 4, 2, 64, 37};
+  const Inputs in = RandomInputs<float>(ShapeOf(c), 11);
+  // The fp32 tile paths give the same bits by design (attention_tiles_scalar.cc),
+  // so what shows the choice arriving is precision bf16: there avx2 and scalar
+  // must run fp32 tiles (the packed bf16 driver never called, the fp32 bits),
+  // while auto runs the bf16 tiles where the CPU has bf16 dot products.
+  const bool bf16_tiles = cpu::AttentionTileKernelsBf16() != nullptr;
+  std::vector<std::vector<double>> fp32_bits;
+  int ran = 0;
+  for (bool bf16 : {false, true}) {
+    for (CpuAttentionIsa isa : kAll) {
+      if (!cpu::AttentionIsaSupported(TileIsa(isa))) continue;
+      const std::string what = std::string(CpuAttentionIsaName(isa)) + (bf16 ? " bf16" : " fp32");
+      Buffers<float> direct(c, in), via(c, in);
+      direct.config.isa = TileIsa(isa);
+      direct.config.bf16 = bf16;
+      direct.Forward();
+      direct.Backward();
+      BackendOptions o;
+      o.attention_isa = isa;
+      absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
+      ASSERT_TRUE(be.ok()) << what << ": " << be.status();
+      EXPECT_EQ((*be)->options().attention_isa, isa) << what;
+      if (bf16) ASSERT_TRUE((*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
+      const int64_t packed_before = cpu::PackedBf16AttentionCalls(false) + cpu::PackedBf16AttentionCalls(true);
+      (*be)->AttentionForward(via.p);
+      (*be)->AttentionBackward(via.p);
+      const int64_t packed_calls =
+          cpu::PackedBf16AttentionCalls(false) + cpu::PackedBf16AttentionCalls(true) - packed_before;
+      const std::vector<std::vector<double>> got = Outputs(via);
+      EXPECT_TRUE(got == Outputs(direct)) << what << ": the backend's outputs are not the direct call's";
+      if (!bf16) {
+        if (fp32_bits.empty()) fp32_bits = got;
+        EXPECT_TRUE(got == fp32_bits) << what << ": fp32 tiles of different ISAs disagree";
+        EXPECT_EQ(packed_calls, 0) << what;
+      } else if (isa == CpuAttentionIsa::kAvx2 || isa == CpuAttentionIsa::kScalar) {
+        EXPECT_EQ(packed_calls, 0) << what << " ran the bf16 tiles";
+        EXPECT_TRUE(got == fp32_bits) << what << ": not the fp32 tiles' bits";
+      } else if (bf16_tiles) {
+        EXPECT_EQ(packed_calls, 2) << what << " did not run the packed bf16 driver";
+        EXPECT_FALSE(got == fp32_bits) << what << ": bf16 tiles gave the fp32 bits";
+      }
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, 4);  // auto and scalar run everywhere, at both precisions
+}
+
+TEST(AttentionIsaOptionTest, AChoiceThisCpuCannotRunIsRefusedAndNamesParse) {
+  for (CpuAttentionIsa isa : kAll) {
+    EXPECT_EQ(*ParseCpuAttentionIsa(CpuAttentionIsaName(isa)), isa);
+    BackendOptions o;
+    o.attention_isa = isa;
+    absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
+    if (cpu::AttentionIsaSupported(TileIsa(isa))) {
+      EXPECT_TRUE(be.ok()) << CpuAttentionIsaName(isa) << ": " << be.status();
+    } else {
+      ASSERT_FALSE(be.ok()) << CpuAttentionIsaName(isa);
+      EXPECT_EQ(be.status().message(), std::string("cpu backend: attention ISA ") + CpuAttentionIsaName(isa) +
+                                           " is not supported by this CPU");
+    }
+  }
+  const absl::StatusOr<CpuAttentionIsa> bad = ParseCpuAttentionIsa("avx3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "attention ISA 'avx3': expected auto, avx512, avx2 or scalar");
+}
+
+}  // namespace
+}  // namespace longctx
