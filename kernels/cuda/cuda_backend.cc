@@ -290,8 +290,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const BackendOptions& o
   if (options.attention_key_parts != 0)
     return absl::InvalidArgumentError("cuda backend: attention key parts are a CPU option");
   if (options.attention_isa != CpuAttentionIsa::kAuto)
-    return absl::InvalidArgumentError(absl::StrCat("cuda backend: attention ISA '",
-                                                   CpuAttentionIsaName(options.attention_isa), "' is a CPU option"));
+    return absl::InvalidArgumentError("cuda backend: the attention ISA (--attention_isa) is a CPU option");
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
