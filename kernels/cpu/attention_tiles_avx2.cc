@@ -48,13 +48,11 @@ inline __m256 Exp8(__m256 x) {
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
   y = _mm256_fmadd_ps(y, z, r);
   y = _mm256_add_ps(y, _mm256_set1_ps(1.f));
-  // y in [0.7, 1.5] and fx in [-126, 127]: y * 2^fx, exact unless subnormal.
-  // Two factors 2^(fx/2) keep each power a normal float.
-  const __m256i e = _mm256_cvtps_epi32(fx);
-  const __m256i e1 = _mm256_srai_epi32(e, 1), e2 = _mm256_sub_epi32(e, e1);
-  const __m256 p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e1, _mm256_set1_epi32(127)), 23));
-  const __m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e2, _mm256_set1_epi32(127)), 23));
-  const __m256 result = _mm256_mul_ps(_mm256_mul_ps(y, p1), p2);
+  // y in [0.7, 1.5] and fx in [-126, 127] (the domain above), so 2^fx is a
+  // normal float and y * 2^fx is ldexp's value: exact, or (below 2^-126) the
+  // one rounding ldexp makes too.
+  const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127));
+  const __m256 result = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
   return _mm256_blendv_ps(_mm256_andnot_ps(tiny, result), x, nan);
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -88,6 +89,68 @@ TEST(OnlineSoftmax, Bf16TablesExpIsAccurateToFarBelowBf16) {
   EXPECT_EQ(s[base + 5], inf);
   EXPECT_EQ(s[base + 6], inf);
   EXPECT_TRUE(std::isnan(s[base + 7]));
+}
+
+// The fp32 tables' softmax passes compute the scalar table's exp lane by lane
+// (attention_tiles_scalar.cc), so every table gives its bits over the whole
+// domain: the polynomial's interval, the bottom of the normal range where
+// 2^n * p lands on subnormals, the flush to 0 below -87.34, the clamp at 88,
+// the special values; fresh random scores beside the sweep; rows seeing only
+// part of the vectors (the masked edges).
+TEST(OnlineSoftmax, Fp32TablesSoftmaxPassesEqualTheScalarTableBitwise) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> xs;
+  for (int i = 0; i <= 20000; ++i) xs.push_back(-90.0f * static_cast<float>(i) / 20000.0f);
+  for (int i = 0; i <= 4000; ++i) xs.push_back(-87.4f + 0.5f * static_cast<float>(i) / 4000.0f);  // near -87.34
+  for (int i = 1; i <= 500; ++i) xs.push_back(90.0f * static_cast<float>(i) / 500.0f);  // s - lse > 0, the clamp
+  std::mt19937 rng(test::FreshSeed(17));
+  std::uniform_real_distribution<float> u(-100.f, 5.f);
+  for (int i = 0; i < 3000; ++i) xs.push_back(u(rng));
+  for (float v : {0.0f, -0.0f, -inf, inf, std::numeric_limits<float>::quiet_NaN(), -87.33654f, -87.33653f, 88.0f,
+                  88.1f, std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::min()})
+    xs.push_back(v);
+  const int len = static_cast<int>(xs.size());
+  struct Out {
+    std::vector<float> s, l, p, ds;
+  };
+  // One row over all queries, then rows seeing [3, len - 5) and [17, 22); the
+  // backward on one row seeing [2, len - 3).
+  auto run = [&](const cpu::AttentionTileKernels<float>& k) {
+    Out o;
+    const int rows = 3, ld = len + 16;
+    o.s.assign(static_cast<size_t>(rows * ld), 0.f);
+    for (int j = 0; j < rows; ++j) std::copy(xs.begin(), xs.end(), o.s.begin() + j * ld);
+    const int ra[rows] = {0, 3, 17}, rb[rows] = {len, len - 5, 22};
+    std::vector<float> msafe(len, 0.25f);
+    o.l.assign(len, 1.f);
+    k.tile_exp_sum(o.s.data(), rows, ld, len, ra, rb, msafe.data(), o.l.data());
+    o.p = xs;
+    o.ds.assign(len, 2.f);
+    const int rab = 2, rbb = len - 3;
+    const float lse = -0.5f, drow = 0.75f;
+    k.tile_backward(o.p.data(), o.ds.data(), 1, len, len, &rab, &rbb, &lse, &drow);
+    return o;
+  };
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+  };
+  const Out want = run(cpu::AttentionTileKernelsF32(cpu::AttentionIsa::kScalar));
+  int compared = 0;
+  for (cpu::AttentionIsa isa : {cpu::AttentionIsa::kAvx2, cpu::AttentionIsa::kAvx512}) {
+    if (!cpu::AttentionIsaSupported(isa)) continue;
+    const Out got = run(cpu::AttentionTileKernelsF32(isa));
+    const char* name = cpu::AttentionIsaName(isa);
+    EXPECT_EQ(bits(got.s), bits(want.s)) << name << ": P of the forward pass";
+    EXPECT_EQ(bits(got.l), bits(want.l)) << name << ": row sums";
+    EXPECT_EQ(bits(got.p), bits(want.p)) << name << ": P of the backward pass";
+    EXPECT_EQ(bits(got.ds), bits(want.ds)) << name << ": dS";
+    ++compared;
+  }
+  if (cpu::AttentionIsaSupported(cpu::AttentionIsa::kAvx2)) EXPECT_GE(compared, 1);
+  // The sweep reaches subnormal P (exp of just above -87.34) and exact zeros.
+  EXPECT_TRUE(std::any_of(want.p.begin(), want.p.end(), [](float v) { return v > 0 && v < 1.2e-38f; }));
 }
 
 // The attention scratch is LineVector so that tile rows and vectors never
