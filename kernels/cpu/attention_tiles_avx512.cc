@@ -142,20 +142,39 @@ inline void Rows(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
   }
 }
 
-void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
-          float* c, ptrdiff_t ldc, bool accumulate) {
-  int i = 0;
-  for (; i + kRows <= m; i += kRows) Rows<kRows>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
-  const float* ai = a + i * a_rs;
-  float* ci = c + i * ldc;
-  switch (m - i) {
-    case 1: Rows<1>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
-    case 2: Rows<2>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
-    case 3: Rows<3>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
-    case 4: Rows<4>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
-    case 5: Rows<5>(n, k, ai, a_rs, a_cs, b, ldb, ci, ldc, accumulate); break;
+// The rows of C in strips of kRows; a remainder shares the last strip's rows
+// (m = 64: 9 strips of 6 and two of 5, not 10 of 6 and one of 4), so no
+// strip is left with too few accumulators to cover the FMA latency. Each C
+// element is the same chain of FMAs in any strip: the same bits.
+template <int R>
+void RowsOf(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb, float* c,
+            ptrdiff_t ldc, bool accumulate, int i) {
+  Rows<R>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
+}
+void TailRows(int rows, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
+              float* c, ptrdiff_t ldc, bool accumulate, int i) {
+  switch (rows) {
+    case 1: RowsOf<1>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
+    case 2: RowsOf<2>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
+    case 3: RowsOf<3>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
+    case 4: RowsOf<4>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
+    case 5: RowsOf<5>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
+    case 6: RowsOf<6>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
     default: break;
   }
+}
+
+void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
+          float* c, ptrdiff_t ldc, bool accumulate) {
+  static_assert(kRows == 6, "TailRows covers strips of up to 6 rows");
+  const int rest = m % kRows;
+  const int whole = m / kRows - (rest > 0 && m > kRows ? 1 : 0);  // strips of kRows before the tail
+  int i = 0;
+  for (; i < whole * kRows; i += kRows) RowsOf<kRows>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i);
+  const int tail = m - i;  // 0, 1-5 (m < kRows), or kRows + rest in two strips
+  const int first = tail > kRows ? (tail + 1) / 2 : tail;
+  TailRows(first, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i);
+  TailRows(tail - first, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i + first);
 }
 
 // The softmax passes walk one 16-query vector at a time down the tile's rows,
