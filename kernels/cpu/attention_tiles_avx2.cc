@@ -30,11 +30,10 @@ constexpr int kVectors = 2;  // 8-float vectors per strip (16 columns)
 
 inline __m256 Exp8(__m256 x) {
   const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
-  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  x = _mm256_min_ps(_mm256_set1_ps(88.f), x);
-  // Lanes outside the domain compute on 0 (so the exponent below stays in
-  // range); they are patched at the end.
-  const __m256 xs = _mm256_andnot_ps(_mm256_or_ps(tiny, nan), x);
+  // min(88, NaN) is the NaN (the second operand), which then flows through
+  // every step below to the result (the scalar exp returns it too); lanes
+  // below the domain compute garbage that the mask at the end zeroes.
+  const __m256 xs = _mm256_min_ps(_mm256_set1_ps(88.f), x);
   const __m256 fx = _mm256_round_ps(_mm256_mul_ps(xs, _mm256_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xs);
@@ -53,7 +52,7 @@ inline __m256 Exp8(__m256 x) {
   // one rounding ldexp makes too.
   const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127));
   const __m256 result = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
-  return _mm256_blendv_ps(_mm256_andnot_ps(tiny, result), x, nan);
+  return _mm256_andnot_ps(tiny, result);
 }
 
 // Lanes x0 + [0, 8) that lie in [lo, hi), as an all-ones/zero integer mask.
