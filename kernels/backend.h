@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "kernels/attention_isa.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"
 
@@ -27,13 +28,6 @@ enum class GemmLibrary : uint8_t { kAuto = 0, kOneDnn = 1, kOpenBlas = 2 };
 // How MatmulPrecision::kBF16 products run on the CPU (kernels/cpu/gemm_bf16.h).
 // kAuto = oneDNN where the CPU has bf16 dot products, else rounded sgemm.
 enum class Bf16GemmLibrary : uint8_t { kAuto = 0, kOneDnn = 1, kRoundedSgemm = 2 };
-// Which instruction set runs the CPU attention's tiles (kernels/cpu/
-// attention_tiles.h). kAuto = the best this CPU has (bf16 tiles at precision
-// bf16 where it has bf16 dot products); the others force one, e.g. to measure
-// or check the AVX2 path on an AVX-512 machine (`bench attention
-// --attention_isa=avx2`); kAvx2 and kScalar run fp32 tiles at either precision,
-// as a CPU without bf16 dot products does.
-enum class CpuAttentionIsa : uint8_t { kAuto = 0, kAvx512 = 1, kAvx2 = 2, kScalar = 3 };
 
 struct BackendOptions {
   // Host threads of the backend's ops (OpenMP regions and BLAS calls);
@@ -46,7 +40,8 @@ struct BackendOptions {
   // attention_driver.h, SegmentKeyParts); 0 = chosen per call for the
   // threads, N = every segment cut into N (`bench attention --key_parts`).
   int attention_key_parts = 0;
-  // CPU only: see CpuAttentionIsa; one this CPU cannot run is refused.
+  // CPU only: which tiles run the attention (kernels/attention_isa.h); one
+  // this CPU cannot run is refused.
   CpuAttentionIsa attention_isa = CpuAttentionIsa::kAuto;
 };
 // The most key parts a backward item is cut into (attention_key_parts' bound).

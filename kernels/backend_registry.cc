@@ -3,6 +3,7 @@
 // the one parser of the backend options' names (config, `longctx bench` flags).
 #include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/attention_tiles.h"
 
 namespace longctx {
 
@@ -49,14 +50,7 @@ absl::StatusOr<CpuAttentionIsa> ParseCpuAttentionIsa(std::string_view name) {
       absl::StrCat("attention ISA '", std::string(name), "': expected auto, avx512, avx2 or scalar"));
 }
 
-const char* CpuAttentionIsaName(CpuAttentionIsa isa) {
-  switch (isa) {
-    case CpuAttentionIsa::kAvx512: return "avx512";
-    case CpuAttentionIsa::kAvx2: return "avx2";
-    case CpuAttentionIsa::kScalar: return "scalar";
-    default: return "auto";
-  }
-}
+const char* CpuAttentionIsaName(CpuAttentionIsa isa) { return cpu::AttentionIsaName(isa); }
 
 const char* GemmLibraryName(GemmLibrary library) {
   switch (library) {

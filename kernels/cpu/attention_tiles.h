@@ -21,12 +21,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention_isa.h"
+
 namespace longctx::cpu {
 
-// Which implementation of the tile kernels runs (F32; F64 always runs kScalar).
-// kAuto = the best one the CPU has: kAvx512 (avx512f/bw/dq/vl), else kAvx2
-// (avx2 + fma), else kScalar.
-enum class AttentionIsa : uint8_t { kAuto = 0, kAvx512 = 1, kAvx2 = 2, kScalar = 3 };
+// Which implementation of the tile kernels runs (F32; F64 always runs
+// kScalar): the backend option's enum (kernels/attention_isa.h).
+using AttentionIsa = ::longctx::CpuAttentionIsa;
 
 // "auto", "avx512", "avx2", "scalar".
 const char* AttentionIsaName(AttentionIsa isa);

@@ -23,15 +23,6 @@
 namespace longctx {
 namespace {
 
-cpu::AttentionIsa TileIsa(CpuAttentionIsa isa) {
-  switch (isa) {
-    case CpuAttentionIsa::kAvx512: return cpu::AttentionIsa::kAvx512;
-    case CpuAttentionIsa::kAvx2: return cpu::AttentionIsa::kAvx2;
-    case CpuAttentionIsa::kScalar: return cpu::AttentionIsa::kScalar;
-    default: return cpu::AttentionIsa::kAuto;
-  }
-}
-
 #define VALIDATED(p, ...)                                  \
   do {                                                     \
     EnterOp();                                             \
@@ -105,7 +96,7 @@ class CpuBackend final : public Backend {
     cpu::AttentionConfig c;
     c.bf16 = matmul_.precision == MatmulPrecision::kBF16;
     c.backward_key_parts = options_.attention_key_parts;
-    c.isa = TileIsa(options_.attention_isa);
+    c.isa = options_.attention_isa;
     return c;
   }
   void AttentionMerge(const AttentionMergeParams& p) override { VALIDATED(p); cpu::AttentionMerge(p); }
@@ -161,9 +152,9 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 absl::Status ValidateCpuBackendOptions(const BackendOptions& options) {
-  if (!cpu::AttentionIsaSupported(TileIsa(options.attention_isa)))
+  if (!cpu::AttentionIsaSupported(options.attention_isa))
     return absl::InvalidArgumentError(absl::StrCat("cpu backend: attention ISA ",
-                                                   cpu::AttentionIsaName(TileIsa(options.attention_isa)),
+                                                   cpu::AttentionIsaName(options.attention_isa),
                                                    " is not supported by this CPU"));
   if (options.threads < 0)
     return absl::InvalidArgumentError(absl::StrCat("cpu backend: threads must be >= 0 (got ", options.threads, ")"));

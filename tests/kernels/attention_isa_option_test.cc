@@ -27,15 +27,6 @@ using attention_fixture::ShapeOf;
 constexpr CpuAttentionIsa kAll[] = {CpuAttentionIsa::kAuto, CpuAttentionIsa::kAvx512, CpuAttentionIsa::kAvx2,
                                     CpuAttentionIsa::kScalar};
 
-cpu::AttentionIsa TileIsa(CpuAttentionIsa isa) {
-  switch (isa) {
-    case CpuAttentionIsa::kAvx512: return cpu::AttentionIsa::kAvx512;
-    case CpuAttentionIsa::kAvx2: return cpu::AttentionIsa::kAvx2;
-    case CpuAttentionIsa::kScalar: return cpu::AttentionIsa::kScalar;
-    default: return cpu::AttentionIsa::kAuto;
-  }
-}
-
 // o, lse, dq, dk, dv of one forward and backward.
 std::vector<std::vector<double>> Outputs(const Buffers<float>& b) {
   return {Buffers<float>::Get(b.p.o), Buffers<float>::Get(b.p.lse), Buffers<float>::Get(b.p.dq),
@@ -56,10 +47,10 @@ TEST(AttentionIsaOptionTest, TheBackendRunsTheChosenTiles) {
   int ran = 0;
   for (bool bf16 : {false, true}) {
     for (CpuAttentionIsa isa : kAll) {
-      if (!cpu::AttentionIsaSupported(TileIsa(isa))) continue;
+      if (!cpu::AttentionIsaSupported(isa)) continue;
       const std::string what = std::string(CpuAttentionIsaName(isa)) + (bf16 ? " bf16" : " fp32");
       Buffers<float> direct(c, in), via(c, in);
-      direct.config.isa = TileIsa(isa);
+      direct.config.isa = isa;
       direct.config.bf16 = bf16;
       direct.Forward();
       direct.Backward();
@@ -68,7 +59,9 @@ TEST(AttentionIsaOptionTest, TheBackendRunsTheChosenTiles) {
       absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
       ASSERT_TRUE(be.ok()) << what << ": " << be.status();
       EXPECT_EQ((*be)->options().attention_isa, isa) << what;
-      if (bf16) ASSERT_TRUE((*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
+      if (bf16) {
+        ASSERT_TRUE((*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
+      }
       const int64_t packed_before = cpu::PackedBf16AttentionCalls(false) + cpu::PackedBf16AttentionCalls(true);
       (*be)->AttentionForward(via.p);
       (*be)->AttentionBackward(via.p);
@@ -99,7 +92,7 @@ TEST(AttentionIsaOptionTest, AChoiceThisCpuCannotRunIsRefusedAndNamesParse) {
     BackendOptions o;
     o.attention_isa = isa;
     absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
-    if (cpu::AttentionIsaSupported(TileIsa(isa))) {
+    if (cpu::AttentionIsaSupported(isa)) {
       EXPECT_TRUE(be.ok()) << CpuAttentionIsaName(isa) << ": " << be.status();
     } else {
       ASSERT_FALSE(be.ok()) << CpuAttentionIsaName(isa);

@@ -463,9 +463,10 @@ TEST(AttentionIsa, LoadTransposedEqualsTheScalarLoop) {
       __builtin_cpu_supports("avx512vl")) {
     EXPECT_GE(checked, 5) << "the AVX-512 tables have a load_transposed";
   }
-  if (cpu::AttentionIsaSupported(cpu::AttentionIsa::kAvx2))
+  if (cpu::AttentionIsaSupported(cpu::AttentionIsa::kAvx2)) {
     EXPECT_NE(cpu::AttentionTileKernelsF32(cpu::AttentionIsa::kAvx2).load_transposed, nullptr)
         << "the AVX2 table has a load_transposed";
+  }
 }
 
 TEST(AttentionIsa, AutoIsTheBestSupportedAndScalarAlwaysRuns) {

@@ -148,7 +148,9 @@ TEST(OnlineSoftmax, Fp32TablesSoftmaxPassesEqualTheScalarTableBitwise) {
     EXPECT_EQ(bits(got.ds), bits(want.ds)) << name << ": dS";
     ++compared;
   }
-  if (cpu::AttentionIsaSupported(cpu::AttentionIsa::kAvx2)) EXPECT_GE(compared, 1);
+  if (cpu::AttentionIsaSupported(cpu::AttentionIsa::kAvx2)) {
+    EXPECT_GE(compared, 1);
+  }
   // The sweep reaches subnormal P (exp of just above -87.34) and exact zeros.
   EXPECT_TRUE(std::any_of(want.p.begin(), want.p.end(), [](float v) { return v > 0 && v < 1.2e-38f; }));
 }
