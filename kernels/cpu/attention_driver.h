@@ -425,19 +425,22 @@ void WriteKeyBlock(const Ctx<T>& c, const Item& it, int64_t j0, int nk, const T*
 // Backward item, end: dQ = scale * the accumulator (dense [len][d]), for the
 // segment's rows [from, to) (all of them by default). With key parts, the raw
 // accumulator to the part's buffer instead (CombineDqParts scales the sum).
+// dqa holds the segment's rows from first_row on (a ring's lap: the packed
+// bf16 backward keeps only a window's rows, attention_packed_bf16.cc).
 template <class T>
-void WriteDq(const Ctx<T>& c, const Item& it, const T* dqa, int64_t from = 0, int64_t to = -1) {
+void WriteDq(const Ctx<T>& c, const Item& it, const T* dqa, int64_t from = 0, int64_t to = -1,
+             int64_t first_row = 0) {
   const int64_t d = c.d, h = it.head, sb = it.seg_begin;
   if (to < 0) to = it.seg_end - sb;
   if (c.key_parts > 1) {
     T* dst = it.part == 0 ? c.dq + h * d : c.dq_part + ((it.part - 1) * c.heads + h) * c.n * d;
     const int64_t ld = it.part == 0 ? c.sdq : d;
-    for (int64_t i = sb + from; i < sb + to; ++i) std::copy_n(dqa + (i - sb) * d, d, dst + i * ld);
+    for (int64_t i = sb + from; i < sb + to; ++i) std::copy_n(dqa + (i - sb - first_row) * d, d, dst + i * ld);
     return;
   }
   for (int64_t i = sb + from; i < sb + to; ++i) {
     T* dqrow = c.dq + i * c.sdq + h * d;
-    const T* acc = dqa + (i - sb) * d;
+    const T* acc = dqa + (i - sb - first_row) * d;
     for (int64_t x = 0; x < d; ++x) dqrow[x] = c.scale * acc[x];
   }
 }

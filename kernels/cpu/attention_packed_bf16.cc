@@ -73,6 +73,36 @@ constexpr int kBwdGroup = 4;
 constexpr int64_t kBwdGroupMinQueries = 2048;
 static_assert(kBlockKBf16Forward % 2 == 0, "forward tiles keep the parity of an item's first key");
 
+// The backward's rows of packed Q, dO and of dQ as a ring (BackwardHead):
+// `rows` slots, or no ring (wraps false) where the mask lets a key block
+// reach about as far as the segment (full attention). kRingMirror rows past
+// the end repeat slots [0, kRingMirror) for products reading a pair of tiles
+// across the end; kRingSlack rows cover a packer's zero-filled last block.
+struct RowRing {
+  int64_t rows;
+  bool wraps;
+};
+constexpr int64_t kRingMirror = 2 * kBlockQ;
+constexpr int64_t kRingSlack = 64;
+
+// The most rows live at once: a key group's rows from its first query (the
+// rows before it are written out) to those packed for it (need_rows: up to
+// 256 rows and the zero tail ahead), over the item's key groups.
+RowRing MakeRowRing(const Ctx<float>& c, int64_t sb, int64_t se, int64_t k0, int64_t k1, int64_t rows) {
+  int64_t span = 0;
+  for (int64_t g0 = k0; g0 < k1;) {
+    KeyBlock spans[kBwdGroup] = {};
+    const int nb = NextKeyGroup(c, sb, se, g0, kBwdKeys, kBwdGroup, kBwdGroupMinQueries, spans, k1);
+    int64_t thi = 0;
+    for (int b = 0; b < nb; ++b) thi = std::max(thi, spans[b].qhi);
+    span = std::max(span, RoundUp16(static_cast<int>(thi - sb)) + kBlockQ - (spans[0].j0 - sb));
+    g0 = spans[nb - 1].j0 + spans[nb - 1].nk;
+  }
+  const int64_t need = (span + 256 + kBlockQ + kRingSlack + 127) / 128 * 128 + 128;
+  if (need >= rows) return {rows, false};
+  return {need, true};
+}
+
 // Pair rows [from, to) of a B-layout operand (row stride ld) set to 0.
 void ZeroPairs(uint32_t* b, int ld, int from, int to) {
   if (to > from) std::memset(b + static_cast<size_t>(from) * ld, 0, sizeof(uint32_t) * (to - from) * ld);
@@ -220,6 +250,9 @@ void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const Pa
   }
 }
 
+std::atomic<int64_t> calls[2] = {0, 0};  // [tile_unit]
+std::atomic<int64_t> ring_wraps{0};
+
 // Where one query head's dK, dV rows go: its partial or the outputs
 // (KeyBlockDestination), stored; or, for a later head of a keys_direct item,
 // the outputs, added to.
@@ -259,33 +292,9 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   const float* drow = c.drow + h * c.n;
   int* ra = w.ra.data();
   int* rb = w.rb.data();
-  // Scaled Q and dO of this segment and head (fp32 product, then rounded
-  // once), packed straight from their rows: as A rows [len + tail][kp] and,
-  // transposed, as rows of query pairs [d][ldt] (ldt an odd multiple of 16
-  // pairs, so a tile's 16 rows do not share L1 sets); the tails are zero. dQ
-  // accumulator with room for a whole last tile. Packed rows and zeroed dQ
-  // rows are made as the key loop first needs them, and dQ rows are written
-  // out as soon as no later key block can reach them (queries before the next
-  // block's first key): a sliding window's backward then works on the window's
-  // rows while they are in cache instead of streaming whole-segment passes
-  // through memory.
   const int64_t rows = (len + 1) / 2 * 2 + kBlockQ;
-  const int ldt = RoundUp16(static_cast<int>(rows / 2)) | 16;
   const float* q_rows = c.q + sb * c.sq + h * d;
   const float* do_rows = c.d_o + sb * c.sdo + h * d;
-  w.dqa.resize(static_cast<size_t>(rows * d));
-  // Only the tails are cleared here (the buffers are kept across items and
-  // calls); the packers write everything before them.
-  w.qsa.resize(static_cast<size_t>(rows * kp));
-  w.dosa.resize(w.qsa.size());
-  w.qsb.resize(static_cast<size_t>(d * ldt));
-  w.dosb.resize(w.qsb.size());
-  std::fill(w.qsa.begin() + len * kp, w.qsa.end(), 0u);
-  std::fill(w.dosa.begin() + len * kp, w.dosa.end(), 0u);
-  for (int64_t x = 0; x < d; ++x) {
-    std::fill(w.qsb.begin() + x * ldt + (len + 1) / 2, w.qsb.begin() + (x + 1) * ldt, 0u);
-    std::fill(w.dosb.begin() + x * ldt + (len + 1) / 2, w.dosb.begin() + (x + 1) * ldt, 0u);
-  }
   // The item's keys [it.begin, it.end): the segment's, or a key part's
   // (SegmentKeyParts), whose dQ rows are `reach`; rows before it are never
   // packed, zeroed or written (its start is even: parts start kKeyPartAlign
@@ -293,26 +302,94 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   const RowRange reach = KeyPartRows(c, sb, se, it.begin, it.end);
   const int64_t first_row = c.key_parts == 1 ? 0 : (reach.lo - sb) / 2 * 2;
   const int64_t last_row = c.key_parts == 1 ? len : reach.hi - sb;
+  const RowRing ring = MakeRowRing(c, sb, se, it.begin, it.end, rows);
+  if (ring.wraps) ring_wraps.fetch_add(1, std::memory_order_relaxed);
+  const int64_t ring_rows = ring.rows + (ring.wraps ? kRingMirror : 0);  // with the mirrored head (B pairs)
+  const int ldt = RoundUp16(static_cast<int>((ring_rows + kRingSlack) / 2)) | 16;
+  // Scaled Q and dO of this segment and head (fp32 product, then rounded
+  // once), packed straight from their rows: as A rows [rows][kp] and,
+  // transposed, as rows of query pairs [d][ldt] (ldt an odd multiple of 16
+  // pairs, so a tile's 16 rows do not share L1 sets); rows past len are zero.
+  // dQ accumulator with room for a whole last tile. Packed rows and zeroed dQ
+  // rows are made as the key loop first needs them, and dQ rows are written
+  // out as soon as no later key block can reach them (queries before the next
+  // block's first key). Where the mask bounds how far a key block reaches (a
+  // sliding window), the five buffers are a ring of ring.rows rows (row u at
+  // u % ring.rows): a window's rows stay in the core's cache instead of
+  // sweeping whole-segment buffers through it (at 32K tokens each was 4-8
+  // MiB per head, written once and evicted dirty: the window-1024 backward
+  // at 32K tokens ran 1.17-1.2x faster with the ring on a 2-core AMX VM,
+  // paired in alternation, docs/BENCHMARKS.md). The values and their order
+  // are the same: the same bits.
+  w.dqa.resize(static_cast<size_t>(ring.rows * d));
+  w.qsa.resize(static_cast<size_t>(ring_rows * kp));
+  w.dosa.resize(w.qsa.size());
+  w.qsb.resize(static_cast<size_t>(d * ldt));
+  w.dosb.resize(w.qsb.size());
+  auto slot = [&](int64_t u) { return ring.wraps ? u % ring.rows : u; };
   int64_t packed = first_row, zeroed = first_row;  // rows packed, dQ rows zeroed
   int64_t written = c.key_parts == 1 ? 0 : reach.lo - sb;  // dQ rows written out
+  // Rows [a, b) of one lap (b - a even, a even) packed into the four buffers
+  // at slot(a); on a wrapping ring the rows of slots [0, kRingMirror) also
+  // after the ring's end, so that a product reading a pair of tiles across
+  // the end finds them there. Rows past len are zero.
+  auto pack_piece = [&](int64_t a, int64_t b, int64_t at) {
+    const int64_t real = std::min(b, len) - a;  // rows from Q, dO; the rest zero
+    if (real > 0) {
+      const int count = static_cast<int>(real);
+      amx::PackScaledRowsAndPairs(q_rows + a * c.sq, c.sq, count, di, c.scale, w.qsa.data() + at * kp, kp, nullptr,
+                                  0);
+      amx::PackScaledRowsAndPairs(do_rows + a * c.sdo, c.sdo, count, di, 1.f, w.dosa.data() + at * kp, kp, nullptr, 0);
+      amx::PackScaledPairsOfColumns(q_rows + a * c.sq, c.sq, count, di, c.scale, w.qsb.data() + at / 2, ldt);
+      amx::PackScaledPairsOfColumns(do_rows + a * c.sdo, c.sdo, count, di, 1.f, w.dosb.data() + at / 2, ldt);
+    }
+    const int64_t z = std::max<int64_t>(real, 0);  // zero rows [a + z, b): past the segment's end
+    if (a + z < b) {
+      std::fill(w.qsa.begin() + (at + z) * kp, w.qsa.begin() + (at + b - a) * kp, 0u);
+      std::fill(w.dosa.begin() + (at + z) * kp, w.dosa.begin() + (at + b - a) * kp, 0u);
+      const int64_t p_lo = (at + z + 1) / 2, p_hi = (at + b - a) / 2;  // an odd len's last pair has its zero
+      for (int64_t x = 0; x < d; ++x) {
+        std::fill(w.qsb.begin() + x * ldt + p_lo, w.qsb.begin() + x * ldt + p_hi, 0u);
+        std::fill(w.dosb.begin() + x * ldt + p_lo, w.dosb.begin() + x * ldt + p_hi, 0u);
+      }
+    }
+  };
   auto need_rows = [&](int64_t hi) {  // rows [first_row, hi) of the packed Q, dO and of dQ ready
-    if (hi > packed && packed < len) {
+    if (hi > packed && packed < rows) {
       // In steps of at least 256 rows (even: pairs never straddle two steps;
-      // a step's last 16-pair block may write zeros the next step overwrites).
-      const int64_t to = std::min<int64_t>(len, std::max<int64_t>(hi, packed + 256));
-      const int count = static_cast<int>(to - packed);
-      amx::PackScaledRowsAndPairs(q_rows + packed * c.sq, c.sq, count, di, c.scale, w.qsa.data() + packed * kp, kp,
-                                  nullptr, 0);
-      amx::PackScaledRowsAndPairs(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, w.dosa.data() + packed * kp, kp,
-                                  nullptr, 0);
-      amx::PackScaledPairsOfColumns(q_rows + packed * c.sq, c.sq, count, di, c.scale, w.qsb.data() + packed / 2, ldt);
-      amx::PackScaledPairsOfColumns(do_rows + packed * c.sdo, c.sdo, count, di, 1.f, w.dosb.data() + packed / 2, ldt);
+      // a step's last 16-pair block may write zeros the next step
+      // overwrites), through the segment's end to the zero tail.
+      int64_t to = std::min<int64_t>(rows, std::max<int64_t>(hi, packed + 256));
+      if (to > len) to = rows;
+      CHECK(!ring.wraps || to - written + kRingSlack <= ring.rows)
+          << "packed bf16 attention backward: rows " << written << ".." << to << " do not fit a ring of "
+          << ring.rows;
+      for (int64_t a = packed; a < to;) {  // one lap at a time
+        const int64_t at = slot(a), b = std::min(to, a + (ring.wraps ? ring.rows - at : to));
+        pack_piece(a, b, at);
+        if (ring.wraps && at < kRingMirror) pack_piece(a, std::min(b, a + kRingMirror - at), at + ring.rows);
+        a = b;
+      }
       packed = to;
     }
     if (hi > zeroed) {
       const int64_t to = std::min<int64_t>(rows, std::max<int64_t>(hi, zeroed + 256));
-      std::fill(w.dqa.begin() + zeroed * d, w.dqa.begin() + to * d, 0.f);
+      CHECK(!ring.wraps || to - written <= ring.rows)
+          << "packed bf16 attention backward: dQ rows " << written << ".." << to << " do not fit a ring of "
+          << ring.rows;
+      for (int64_t a = zeroed; a < to;) {
+        const int64_t at = slot(a), b = std::min(to, a + (ring.wraps ? ring.rows - at : to));
+        std::fill(w.dqa.begin() + at * d, w.dqa.begin() + (at + b - a) * d, 0.f);
+        a = b;
+      }
       zeroed = to;
+    }
+  };
+  auto write_dq = [&](int64_t from, int64_t to) {  // dQ rows [from, to) out, a lap at a time
+    for (int64_t a = from; a < to;) {
+      const int64_t at = slot(a), b = std::min(to, a + (ring.wraps ? ring.rows - at : to));
+      WriteDq(c, it, w.dqa.data(), a, b, a - at);
+      a = b;
     }
   };
   float* s = w.s.data();
@@ -341,7 +418,9 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     const int nk = kb.nk, mk = kb.mk, kpk = kb.kpk;
     const int nq = static_cast<int>(std::min<int64_t>(t0 + kBlockQ, kb.qhi) - t0), mq = RoundUp16(nq);
     const int kpq = RoundUp16((nq + 1) / 2);
-    const int64_t u = t0 - sb;
+    const int64_t u = t0 - sb, su = slot(u);
+    CHECK(!ring.wraps || u % kBlockQ == 0) << "packed bf16 attention backward: query tile at " << u
+                                           << ", not a tile boundary, on a ring";
     // The key columns any row of the tile sees, [c0, c1) in 32-key steps:
     // at a causal diagonal or a window's far edge half a 128-key block is
     // hidden from the whole tile, and its products and softmax pass are
@@ -370,8 +449,10 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       rb[r] = std::max(rb[r] - c0, ra[r]);
     }
     if (kb.pending && !all_columns) {
-      product(di, mk, kBlockQ / 2, w.dosb.data() + kb.pending_u / 2, ldt, kb.pt, kBwdKeys, kb.dvt, kBwdKeys, true);
-      product(di, mk, kBlockQ / 2, w.qsb.data() + kb.pending_u / 2, ldt, kb.dst, kBwdKeys, kb.dkt, kBwdKeys, true);
+      product(di, mk, kBlockQ / 2, w.dosb.data() + slot(kb.pending_u) / 2, ldt, kb.pt, kBwdKeys, kb.dvt, kBwdKeys,
+              true);
+      product(di, mk, kBlockQ / 2, w.qsb.data() + slot(kb.pending_u) / 2, ldt, kb.dst, kBwdKeys, kb.dkt, kBwdKeys,
+              true);
       kb.pending = false;
     }
     const int off = kb.pending ? kBlockQ / 2 : 0;
@@ -379,18 +460,19 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     uint32_t* const p_pairs = kb.pt + off * kBwdKeys + c0;
     uint32_t* const ds_pairs = kb.dst + off * kBwdKeys + c0;
     if (product.tiles) {
-      product(mq, c1n - c0, kp, w.qsa.data() + u * kp, kp, kb.ktb + c0, kBwdKeys, s + c0, kBwdKeys, false);  // S
-      product(mq, c1n - c0, kp, w.dosa.data() + u * kp, kp, kb.vtb + c0, kBwdKeys, dp + c0, kBwdKeys, false);  // dP
+      product(mq, c1n - c0, kp, w.qsa.data() + su * kp, kp, kb.ktb + c0, kBwdKeys, s + c0, kBwdKeys, false);  // S
+      product(mq, c1n - c0, kp, w.dosa.data() + su * kp, kp, kb.vtb + c0, kBwdKeys, dp + c0, kBwdKeys,
+              false);  // dP
       amx::BackwardPairs(s + c0, dp + c0, nq, kBwdKeys, c1n - c0, c1k - c0, ra, rb, lse + t0, drow + t0, p_pairs,
                          ds_pairs, kBwdKeys, w.pa.data() + c0 / 2, kpk);
     } else {  // vdpbf16ps: S and dP stay in registers for the softmax pass (the same bits, no fp32 tiles)
-      amx::DotBackwardPairs(w.qsa.data() + u * kp, w.dosa.data() + u * kp, kp, kp, kb.ktb + c0, kb.vtb + c0,
+      amx::DotBackwardPairs(w.qsa.data() + su * kp, w.dosa.data() + su * kp, kp, kp, kb.ktb + c0, kb.vtb + c0,
                             kBwdKeys, nq, c1n - c0, c1k - c0, ra, rb, lse + t0, drow + t0, p_pairs, ds_pairs,
                             kBwdKeys, w.pa.data() + c0 / 2, kpk);
     }
     ZeroPairs(kb.pt, kBwdKeys, off + (nq + 1) / 2, off + kpq);
     ZeroPairs(kb.dst, kBwdKeys, off + (nq + 1) / 2, off + kpq);
-    product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, kb.kdb + c0 / 2 * di, di, w.dqa.data() + u * d, di,
+    product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, kb.kdb + c0 / 2 * di, di, w.dqa.data() + su * d, di,
             true);  // dQ += dS K
     if (!kb.pending && all_columns && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < kb.qhi) {
       kb.pending = true;
@@ -406,8 +488,9 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     CHECK(u0 % 2 == 0) << "packed bf16 attention backward: query tile at odd offset " << u0;
     const int kpt = off + kpq;
     // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS (on the tile's columns)
-    product(di, c1n - c0, kpt, w.dosb.data() + u0 / 2, ldt, kb.pt + c0, kBwdKeys, kb.dvt + c0, kBwdKeys, true);
-    product(di, c1n - c0, kpt, w.qsb.data() + u0 / 2, ldt, kb.dst + c0, kBwdKeys, kb.dkt + c0, kBwdKeys, true);
+    const int64_t su0 = slot(u0);
+    product(di, c1n - c0, kpt, w.dosb.data() + su0 / 2, ldt, kb.pt + c0, kBwdKeys, kb.dvt + c0, kBwdKeys, true);
+    product(di, c1n - c0, kpt, w.qsb.data() + su0 / 2, ldt, kb.dst + c0, kBwdKeys, kb.dkt + c0, kBwdKeys, true);
     kb.pending = false;
   };
   product.Begin();
@@ -464,11 +547,11 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     // Queries before the next group's first key see no later key.
     const int64_t j_end = blocks[nb - 1].j0 + blocks[nb - 1].nk;
     const int64_t done = std::max(written, std::min<int64_t>(last_row, j_end - sb));
-    WriteDq(c, it, w.dqa.data(), written, done);
+    write_dq(written, done);
     written = done;
     g0 = j_end;
   }
-  WriteDq(c, it, w.dqa.data(), written, last_row);
+  write_dq(written, last_row);
 }
 
 // A backward item: one query head (it.heads == 1) to its destination, or
@@ -489,7 +572,6 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   }
 }
 
-std::atomic<int64_t> calls[2] = {0, 0};  // [tile_unit]
 
 Ctx<float> CtxOf(const PackedBf16AttentionArgs& a) {
   CHECK(PackedBf16AttentionUsable(a.view, a.tile_unit))
@@ -515,6 +597,8 @@ bool PackedBf16AttentionUsable(const AttentionView<float>& view, bool tile_unit)
 }
 
 int64_t PackedBf16AttentionCalls(bool tile_unit) { return calls[tile_unit].load(std::memory_order_relaxed); }
+
+int64_t PackedBf16BackwardRingWraps() { return ring_wraps.load(std::memory_order_relaxed); }
 
 bool PackedBf16KeysDirect(const AttentionView<float>& view, int threads) {
   return view.group > 1 && view.segments * view.kv_heads >= 2 * static_cast<int64_t>(threads);
@@ -554,6 +638,7 @@ void PackedBf16AttentionBackwardItems(const PackedBf16AttentionArgs& args) {
 namespace longctx::cpu {
 bool PackedBf16AttentionUsable(const AttentionView<float>&, bool) { return false; }
 int64_t PackedBf16AttentionCalls(bool) { return 0; }
+int64_t PackedBf16BackwardRingWraps() { return 0; }
 bool PackedBf16KeysDirect(const AttentionView<float>&, int) { return false; }
 void PackedBf16AttentionForward(const PackedBf16AttentionArgs&) {
   LOG(FATAL) << "PackedBf16AttentionForward: no AMX or AVX512-BF16 on this host";

@@ -63,6 +63,11 @@ void PackedBf16AttentionBackwardItems(const PackedBf16AttentionArgs& args);
 // they compare).
 int64_t PackedBf16AttentionCalls(bool tile_unit);
 
+// How many (segment, query head) backward passes in this process kept their
+// packed Q, dO and dQ rows in a wrapping ring (a window much shorter than its
+// segment) rather than whole-segment buffers (tests check that they cover it).
+int64_t PackedBf16BackwardRingWraps();
+
 }  // namespace longctx::cpu
 
 #endif  // LONGCTX_KERNELS_CPU_ATTENTION_PACKED_BF16_H_

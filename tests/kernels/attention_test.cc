@@ -399,6 +399,12 @@ std::vector<Case> PackedCases() {
   // alone) and a window of 2,000.
   cs.push_back({"LongFullD32Gqa", {2700, 90}, 2, 1, 32, 0, 0, false, 84});
   cs.push_back({"Window2000D64", {3000}, 2, 1, 64, 2000, 0, false, 85});
+  // Windows much shorter than their documents: the backward keeps the packed
+  // Q, dO and dQ rows in a ring that wraps (PackedBf16BackwardRingWraps), at
+  // odd lengths and in documents that start at odd tokens, with GQA and a
+  // strided view; pairs of query tiles read across the ring's end.
+  cs.push_back({"Window100D64GqaRing", {1501, 7, 2049}, 4, 2, 64, 100, 0, false, 86});
+  cs.push_back({"Window37D32StridedRing", {2500, 1}, 2, 1, 32, 37, 0, true, 87});
   return cs;
 }
 
@@ -413,6 +419,23 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionPackedBf16Test, ::testing::ValuesIn(All
                          [](const ::testing::TestParamInfo<PackedCase>& info) {
                            return std::string(info.param.amx ? "amx_" : "avx512bf16_") + info.param.c.name;
                          });
+
+// The packed cases make the backward's row ring wrap (windows much shorter
+// than their documents), so the comparisons above cover its laps.
+TEST(AttentionPackedBf16, CasesWrapTheBackwardRing) {
+  const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(false);
+  if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int64_t before = cpu::PackedBf16BackwardRingWraps();
+  for (const Case& c : PackedCases()) {
+    if (c.head_dim % 32 != 0) continue;
+    Buffers<float> b(c, RandomInputs<float>(ShapeOf(c), c.seed));
+    b.config.bf16 = true;
+    b.config.bf16_amx = false;
+    b.Forward();
+    b.Backward();
+  }
+  EXPECT_GT(cpu::PackedBf16BackwardRingWraps(), before);
+}
 
 // Both backward modes are exercised by the packed cases: some write dK, dV
 // directly at one or two threads, some sum partials.
