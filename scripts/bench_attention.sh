@@ -13,7 +13,11 @@
 # and build it: its bench has no bf16 attention and no peaks, so its rows are
 # divided by the peaks of the after-run of the same precision, taken minutes
 # apart), LENGTHS (default 2048,4096,8192,16384), STEP_T (default 512,16384),
-# REPEATS (default 2), STEPS (default 3 at T = 512, 1 at longer T), PARTS
+# REPEATS (default 2), STEPS (default 3 at T = 512, 1 at longer T), WARMUP
+# (untimed steps first, default 1: a process's first step also page-faults
+# its activations in and grows the kernels' scratch, which cost a 16K-token
+# bf16 RNoPE-SWA step 28 % of its speed on a 2-core AMX VM; until 2026-11-28
+# the longer T ran with none), PARTS
 # (default attn,steps: which halves run), OUT (raw outputs; default
 # runs/bench-attention-<UTC time>). Prints a markdown table.
 set -euo pipefail
@@ -57,7 +61,7 @@ IFS=, read -r -a ts <<< "$STEP_T"
 for T in "${ts[@]+"${ts[@]}"}"; do
   batch=$(( T >= 2048 ? 1 : 2048 / T ))
   steps=${STEPS:-$(( T > 512 ? 1 : 3 ))}
-  warmup=$(( T > 512 ? 0 : 1 ))
+  warmup=${WARMUP:-1}
   for cfg in ref-b ref-b-rnope-swa; do
     for prec in fp32 bf16; do
       echo "== step $cfg T=$T $prec (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
