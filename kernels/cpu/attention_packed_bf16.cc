@@ -327,6 +327,14 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   w.qsb.resize(static_cast<size_t>(d * ldt));
   w.dosb.resize(w.qsb.size());
   auto slot = [&](int64_t u) { return ring.wraps ? u % ring.rows : u; };
+  // fn(a, b, slot(a)) over rows [from, to) cut where the ring wraps.
+  auto for_each_lap = [&](int64_t from, int64_t to, auto&& fn) {
+    for (int64_t a = from; a < to;) {
+      const int64_t at = slot(a), b = ring.wraps ? std::min(to, a + ring.rows - at) : to;
+      fn(a, b, at);
+      a = b;
+    }
+  };
   int64_t packed = first_row, zeroed = first_row;  // rows packed, dQ rows zeroed
   int64_t written = c.key_parts == 1 ? 0 : reach.lo - sb;  // dQ rows written out
   // Rows [a, b) of one lap (b - a even, a even) packed into the four buffers
@@ -364,12 +372,10 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       CHECK(!ring.wraps || to - written + kRingSlack <= ring.rows)
           << "packed bf16 attention backward: rows " << written << ".." << to << " do not fit a ring of "
           << ring.rows;
-      for (int64_t a = packed; a < to;) {  // one lap at a time
-        const int64_t at = slot(a), b = std::min(to, a + (ring.wraps ? ring.rows - at : to));
+      for_each_lap(packed, to, [&](int64_t a, int64_t b, int64_t at) {
         pack_piece(a, b, at);
         if (ring.wraps && at < kRingMirror) pack_piece(a, std::min(b, a + kRingMirror - at), at + ring.rows);
-        a = b;
-      }
+      });
       packed = to;
     }
     if (hi > zeroed) {
@@ -377,20 +383,14 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       CHECK(!ring.wraps || to - written <= ring.rows)
           << "packed bf16 attention backward: dQ rows " << written << ".." << to << " do not fit a ring of "
           << ring.rows;
-      for (int64_t a = zeroed; a < to;) {
-        const int64_t at = slot(a), b = std::min(to, a + (ring.wraps ? ring.rows - at : to));
+      for_each_lap(zeroed, to, [&](int64_t a, int64_t b, int64_t at) {
         std::fill(w.dqa.begin() + at * d, w.dqa.begin() + (at + b - a) * d, 0.f);
-        a = b;
-      }
+      });
       zeroed = to;
     }
   };
-  auto write_dq = [&](int64_t from, int64_t to) {  // dQ rows [from, to) out, a lap at a time
-    for (int64_t a = from; a < to;) {
-      const int64_t at = slot(a), b = std::min(to, a + (ring.wraps ? ring.rows - at : to));
-      WriteDq(c, it, w.dqa.data(), a, b, a - at);
-      a = b;
-    }
+  auto write_dq = [&](int64_t from, int64_t to) {  // dQ rows [from, to) out
+    for_each_lap(from, to, [&](int64_t a, int64_t b, int64_t at) { WriteDq(c, it, w.dqa.data(), a, b, a - at); });
   };
   float* s = w.s.data();
   float* dp = w.dp.data();
@@ -571,7 +571,6 @@ void BackwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     BackwardHead(c, head, w, product, {c.dk + g * c.d, c.dv + g * c.d, c.sdk, c.sdv, x > 0});
   }
 }
-
 
 Ctx<float> CtxOf(const PackedBf16AttentionArgs& a) {
   CHECK(PackedBf16AttentionUsable(a.view, a.tile_unit))

@@ -181,15 +181,17 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
 // The softmax passes walk one 16-query vector at a time down the tile's rows,
 // so the running max, msafe and the sums stay in registers (a row-outer loop
 // loaded and stored them for every row); each lane still sees its rows in
-// ascending order, so the results are those of the row-outer loop. Vectors a
+// ascending order, so the sums are those of the row-outer loop. Vectors a
 // row sees whole take unmasked loads and arithmetic (written out separately:
 // folding that case into RangeMask and the masked path measured 4-5 % slower,
 // the masked forms cost their extra mask moves).
-// Four running maxima over rows j = 0, 1, 2, 3 mod 4, then combined: one
-// chain of vmaxps through all the rows waited on its 4-cycle latency per row
-// (a 128-key tile: 512 cycles per 16 columns). A NaN score never enters (as
-// before: vmaxps returns its second operand, the running max, when the first
-// is NaN), so the maximum is the same value; only a zero's sign could differ.
+//
+// TileMax keeps four running maxima, over rows j = 0, 1, 2, 3 mod 4, then
+// combines them: one chain of vmaxps through all the rows waited on its
+// 4-cycle latency per row (a 128-key tile: 512 cycles per 16 columns). A NaN
+// score never enters (as before: vmaxps returns its second operand, the
+// running max, when the first is NaN), so the maximum is the same value; only
+// a zero's sign could differ.
 void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn) {
   int lo = 1 << 30, hi = 0;  // union of the visible ranges
   for (int j = 0; j < rows; ++j)
