@@ -239,10 +239,15 @@ double Tol() {
 // F32 gradients carry the cancellation in dS = P * (dP - D): dP and D are
 // ~|dO||v| sqrt(d) while their difference can be ~0 (exactly 0 when a query
 // sees only itself), so their float rounding (~1e-6 absolute here) lands on
-// gradients of scale ~0.1-0.5. Observed worst ~1.9e-5 of kGradFloor.
+// gradients of scale ~0.1-0.5. The tail is heavy across fresh draws: over
+// 120 draws of every F32 backward case (3,240 gradients each of dq, dk, dv;
+// 2026-11-28) the worst element was at median 2.4e-6, 99th percentile 1.4e-5,
+// largest 4.2e-5 (a query seeing only itself, dq = 0 exactly); 3e-5, set from
+// one fixed draw, failed one draw in CI. A wrong mask or product is off by
+// O(1).
 template <class T>
 double GradTol() {
-  return sizeof(T) == 4 ? 3e-5 : 1e-10;
+  return sizeof(T) == 4 ? 1e-4 : 1e-10;
 }
 
 template <class T>
