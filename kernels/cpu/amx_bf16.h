@@ -95,6 +95,15 @@ void StoreTransposed(const float* src, int src_ld, int m, int n, float* dst, ptr
 // dst[j * dst_ld + i] += src[i * src_ld + j] for i < m, j < n (one fp32
 // addition per element, dst + src: the bits of the GQA sum of partials).
 void AddTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdiff_t dst_ld);
+// dst[i * dst_ld + x] = scale * src[i * src_ld + x] for i < rows, x < d (one
+// fp32 product per element: the bits of the scalar loop), each whole 64-byte
+// line of dst written with a streaming (non-temporal) store, the rest with
+// ordinary stores; fenced (sfence) before it returns. For outputs written
+// once and read by a later op: their lines are not fetched for ownership
+// first (the packed backward's dQ rows: its backward 1.02-1.04x faster at
+// window 1,024 on a 2-core AMX VM, docs/BENCHMARKS.md, issue 16).
+void StreamScaledRows(const float* src, ptrdiff_t src_ld, int64_t rows, int d, float scale, float* dst,
+                      ptrdiff_t dst_ld);
 // The backward's softmax pass of the bf16 tables (tile_backward of
 // AttentionTilesAvx512Bf16Exp: the same P = exp(s - lse) and dS = P (dP - D),
 // bit for bit) on a row-major tile (row i = one query, keys along the row,

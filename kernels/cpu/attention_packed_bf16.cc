@@ -389,8 +389,16 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       zeroed = to;
     }
   };
-  auto write_dq = [&](int64_t from, int64_t to) {  // dQ rows [from, to) out
-    for_each_lap(from, to, [&](int64_t a, int64_t b, int64_t at) { WriteDq(c, it, w.dqa.data(), a, b, a - at); });
+  // dQ rows [from, to) out. With one key part they are final (scale * dQ),
+  // written once and read only by a later op: streaming stores (no read for
+  // ownership); a key part's raw rows are read back by CombineDqParts.
+  auto write_dq = [&](int64_t from, int64_t to) {
+    for_each_lap(from, to, [&](int64_t a, int64_t b, int64_t at) {
+      if (c.key_parts == 1)
+        amx::StreamScaledRows(w.dqa.data() + at * d, d, b - a, di, c.scale, c.dq + (sb + a) * c.sdq + h * d, c.sdq);
+      else
+        WriteDq(c, it, w.dqa.data(), a, b, a - at);
+    });
   };
   float* s = w.s.data();
   float* dp = w.dp.data();

@@ -184,6 +184,24 @@ void AddTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdi
   });
 }
 
+void StreamScaledRows(const float* src, ptrdiff_t src_ld, int64_t rows, int d, float scale, float* dst,
+                      ptrdiff_t dst_ld) {
+  const __m512 sv = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* in = src + i * src_ld;
+    float* out = dst + i * dst_ld;
+    for (int x = 0; x < d; x += 16) {
+      const __mmask16 lanes = FirstLanes(d - x);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, in + x), sv);
+      if (lanes == 0xFFFF && (reinterpret_cast<uintptr_t>(out + x) & 63) == 0)
+        _mm512_stream_ps(out + x, v);
+      else
+        _mm512_mask_storeu_ps(out + x, lanes, v);
+    }
+  }
+  _mm_sfence();
+}
+
 // A stored transposed ([k][m], m contiguous, row stride ld), times scale when
 // kScale -> rows of k-pairs out[i][p] (the AMX A-tile layout), 16 x 16 pair
 // blocks through the register transpose. Writes whole blocks: rows up to m

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -117,6 +119,43 @@ TEST(AmxPackTest, RowPairsTransposedMatchesTheDefinition) {
         ASSERT_EQ(got, elem(2 * p) | (elem(2 * p + 1) << 16))
             << m << "x" << k << " scale " << scale << ": pair " << p << " row " << i;
       }
+  }
+}
+
+// The packed backward's dQ writer (streaming stores on whole aligned lines,
+// ordinary masked stores elsewhere) must write exactly scale * src, one fp32
+// product per element, and nothing outside the rows' d columns: aligned and
+// misaligned destinations, d a multiple of 16 and not.
+TEST(AmxPackTest, StreamScaledRowsWritesTheScaledRowsOnly) {
+  if (!cpu::amx::PairsUsable()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 rng(test::FreshSeed(11));
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (const auto& [rows, d, offset] : {std::tuple{5, 64, 0}, std::tuple{3, 64, 1}, std::tuple{4, 48, 0},
+                                        std::tuple{2, 17, 3}, std::tuple{1, 1, 0}, std::tuple{7, 256, 16}}) {
+    const int src_ld = d + 3, dst_ld = d + 32;
+    std::vector<float> src(static_cast<size_t>(rows) * src_ld);
+    for (float& v : src) v = dist(rng);
+    const float scale = 0.125f + std::abs(dist(rng));
+    // 64-byte aligned storage; the rows start `offset` floats past a line.
+    constexpr float kSentinel = -12345.f;
+    const size_t n = static_cast<size_t>(rows) * dst_ld + 64;
+    float* base = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+    ASSERT_NE(base, nullptr);
+    std::fill(base, base + n, kSentinel);
+    float* dst = base + offset;
+    cpu::amx::StreamScaledRows(src.data(), src_ld, rows, d, scale, dst, dst_ld);
+    for (size_t e = 0; e < n; ++e) {
+      const ptrdiff_t rel = static_cast<ptrdiff_t>(e) - offset;
+      const ptrdiff_t i = rel >= 0 ? rel / dst_ld : -1, x = rel >= 0 ? rel % dst_ld : -1;
+      const bool inside = rel >= 0 && i < rows && x < d;
+      const float want = inside ? scale * src[static_cast<size_t>(i * src_ld + x)] : kSentinel;
+      uint32_t got_bits, want_bits;
+      std::memcpy(&got_bits, base + e, 4);
+      std::memcpy(&want_bits, &want, 4);
+      ASSERT_EQ(got_bits, want_bits) << rows << " x " << d << " at offset " << offset << ": element " << e
+                                     << (inside ? " (inside)" : " (outside)");
+    }
+    std::free(base);
   }
 }
 
