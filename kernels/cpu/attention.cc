@@ -32,6 +32,7 @@
 // diagonal offset (STRING's shifted part). Both only move where a work item's
 // key loop starts and ends and where a key's visible queries begin.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -79,8 +80,9 @@ const AttentionTileKernels<double>& KernelsFor<double>(const AttentionConfig&, c
 // Key blocks per pass of the backward over their query tiles (BackwardItem).
 constexpr int kBackwardGroup = 4;
 
-// Per-thread tile scratch; nothing here grows with N except qs, dos, dqa (one
-// segment of one head: scaled Q, dO, the dQ accumulator). Operands are copied
+// Per-thread tile scratch; nothing here grows with N except qs, dos, dqa (the
+// backward's staged rows of one segment of one head: scaled Q, dO, the dQ
+// accumulator; a ring of about window + 320 rows under a sliding window). Operands are copied
 // to dense buffers because rows of q|k|v at their real strides (H * d and
 // more apart) alias in the L1 cache: the same product with strided operands
 // ran ~25 % slower. The forward's qt and acc hold kMaxForwardHeads heads,
@@ -148,6 +150,32 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
 // L = 8,192 (docs/BENCHMARKS.md, issue 16). Every dQ row still adds its key
 // blocks in ascending order and every dK, dV row its query tiles in
 // ascending order: the results are those of one block at a time.
+// Where the mask bounds a key block's reach (a sliding window) and the item
+// has the whole segment's keys, the staged rows are a ring (BackwardRingRows):
+// rows are staged as the first group that reads them comes, and dQ rows go
+// out as soon as no later key reaches them, so a window's rows stay in the
+// core's cache instead of sweeping three whole-segment buffers through it
+// (the packed bf16 driver's ring, attention_packed_bf16.cc, measured there
+// first). The same values in the same order: the same bits.
+std::atomic<int64_t> backward_ring_wraps{0};
+
+template <class T>
+int64_t BackwardRingRows(const Ctx<T>& c, int64_t sb, int64_t se, int64_t k0, int64_t k1) {
+  int64_t span = 0;  // the most rows live at once: a group's first key to its last query
+  for (int64_t g0 = k0; g0 < k1;) {
+    KeyBlock blocks[kBackwardGroup];
+    const int nb = NextKeyGroup(c, sb, se, g0, kBlockK, kBackwardGroup, 0, blocks, k1);
+    int64_t thi = 0;
+    for (int b = 0; b < nb; ++b) thi = std::max(thi, blocks[b].qhi);
+    span = std::max(span, thi - blocks[0].j0);
+    g0 = blocks[nb - 1].j0 + blocks[nb - 1].nk;
+  }
+  // Whole query tiles (tiles start kBlockQ-aligned from the segment's start,
+  // so none straddles the ring's end), one spare.
+  const int64_t rows = (span + kBlockQ - 1) / kBlockQ * kBlockQ + kBlockQ;
+  return std::min(rows, se - sb);
+}
+
 template <class T>
 void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   const AttentionTileKernels<T>& K = *c.tiles;
@@ -157,9 +185,33 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   const T* drow = c.drow + h * c.n;
   int* ra = w.ra.data();
   int* rb = w.rb.data();
-  // Scaled Q and dO of this segment and head, dense [len][d]; dQ accumulator zeroed.
-  StageQueries(c, it, w.qs, w.dos);
-  w.dqa.assign(w.qs.size(), T(0));
+  // Scaled Q and dO of this segment and head, dense rows, and the dQ
+  // accumulator (zeroed): row u (from the segment's start) at u % ring.
+  const int64_t len = se - sb;
+  const bool one_part = c.key_parts == 1;
+  const int64_t ring = one_part ? BackwardRingRows(c, sb, se, it.begin, it.end) : len;
+  if (ring < len) backward_ring_wraps.fetch_add(1, std::memory_order_relaxed);
+  w.qs.resize(static_cast<size_t>(ring * d));
+  w.dos.resize(w.qs.size());
+  w.dqa.resize(w.qs.size());
+  int64_t staged = 0, written = 0;  // rows [0, staged) staged; dQ rows [0, written) out
+  auto stage = [&](int64_t hi) {
+    for (; staged < hi; ++staged) {
+      const int64_t at = staged % ring;
+      const T* qrow = c.q + (sb + staged) * c.sq + h * d;
+      T* qsrow = w.qs.data() + at * d;
+      for (int64_t x = 0; x < d; ++x) qsrow[x] = c.scale * qrow[x];
+      std::copy_n(c.d_o + (sb + staged) * c.sdo + h * d, d, w.dos.data() + at * d);
+      std::fill_n(w.dqa.data() + at * d, d, T(0));
+    }
+  };
+  auto write = [&](int64_t to) {  // final dQ rows [written, to) out, cut where the ring wraps
+    while (written < to) {
+      const int64_t at = written % ring, b = std::min(to, written + ring - at);
+      WriteDq(c, it, w.dqa.data(), written, b, written - at);
+      written = b;
+    }
+  };
   KeyBlock blocks[kBackwardGroup];
   // The item's keys: the segment's, or its key part's (SegmentKeyParts).
   for (int64_t g0 = it.begin; g0 < it.end;) {
@@ -167,6 +219,7 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
     const int64_t tlo = blocks[0].qlo;
     int64_t thi = 0;
     for (int b = 0; b < nb; ++b) thi = std::max(thi, blocks[b].qhi);
+    stage(std::min(len, thi - sb));
     for (int b = 0; b < nb; ++b) {
       const int64_t j0 = blocks[b].j0;
       const int nk = blocks[b].nk;
@@ -179,9 +232,10 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
       std::fill_n(w.dva.data() + off, nk * d, T(0));
     }
     for (int64_t t0 = tlo; t0 < thi; t0 += kBlockQ) {
-      const T* qsb = w.qs.data() + (t0 - sb) * d;
-      const T* dob = w.dos.data() + (t0 - sb) * d;
-      T* dqb = w.dqa.data() + (t0 - sb) * d;
+      const int64_t at = (t0 - sb) % ring;
+      const T* qsb = w.qs.data() + at * d;
+      const T* dob = w.dos.data() + at * d;
+      T* dqb = w.dqa.data() + at * d;
       for (int b = 0; b < nb; ++b) {
         const KeyBlock& kbk = blocks[b];
         if (t0 < kbk.qlo || t0 >= kbk.qhi) continue;
@@ -207,9 +261,13 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
       WriteKeyBlock(c, it, blocks[b].j0, blocks[b].nk, w.dka.data() + off, w.dva.data() + off);
     }
     g0 = blocks[nb - 1].j0 + blocks[nb - 1].nk;
+    // Queries before the next group's first key see no later key (the
+    // backward has no diagonal offset).
+    if (one_part) write(std::min(len, g0 - sb));
   }
-  if (c.key_parts == 1) {
-    WriteDq(c, it, w.dqa.data());
+  if (one_part) {
+    stage(len);  // rows no key block reached (none in a causal segment): dQ 0
+    write(len);
     return;
   }
   const RowRange rows = KeyPartRows(c, sb, se, it.begin, it.end);
@@ -350,6 +408,8 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
 void AttentionForward(const AttentionParams& p, const AttentionConfig& config) {
   DispatchFloat(p.q.dtype, "AttentionForward", [&](auto tag) { Forward<decltype(tag)>(p, config); });
 }
+
+int64_t AttentionBackwardRingWraps() { return backward_ring_wraps.load(std::memory_order_relaxed); }
 
 void AttentionBackward(const AttentionParams& p, const AttentionConfig& config) {
   DispatchFloat(p.q.dtype, "AttentionBackward", [&](auto tag) { Backward<decltype(tag)>(p, config); });

@@ -380,21 +380,6 @@ struct OnlineSoftmax {
   }
 };
 
-// Backward item, start: the segment's scaled Q and dO of the item's head,
-// dense [len][d] (len = seg_end - seg_begin), in qs and dos (resized).
-template <class T>
-void StageQueries(const Ctx<T>& c, const Item& it, LineVector<T>& qs, LineVector<T>& dos) {
-  const int64_t d = c.d, h = it.head, sb = it.seg_begin, se = it.seg_end;
-  qs.resize(static_cast<size_t>((se - sb) * d));
-  dos.resize(qs.size());
-  for (int64_t i = sb; i < se; ++i) {
-    const T* qrow = c.q + i * c.sq + h * d;
-    T* qsrow = qs.data() + (i - sb) * d;
-    for (int64_t x = 0; x < d; ++x) qsrow[x] = c.scale * qrow[x];
-    std::copy_n(c.d_o + i * c.sdo + h * d, d, dos.data() + (i - sb) * d);
-  }
-}
-
 // Where a backward item's dK, dV rows go: the outputs, or this query head's
 // partial ([n][d], row stride d) when the kv heads are shared (GQA).
 template <class T>

@@ -62,6 +62,10 @@ struct AttentionConfig {
 };
 void AttentionForward(const AttentionParams& p, const AttentionConfig& config = {});  // attention.cc
 void AttentionBackward(const AttentionParams& p, const AttentionConfig& config = {});
+// How many backward items of the generic driver kept their staged rows in a
+// ring that wrapped (a sliding window much shorter than its segment): tests
+// check that their cases reach it.
+int64_t AttentionBackwardRingWraps();
 void AttentionMerge(const AttentionMergeParams& p);    // attention_merge.cc
 
 double LmHeadLoss(const LmHeadLossParams& p,           // lm_head_loss.cc
