@@ -43,6 +43,10 @@ struct BackendOptions {
   // CPU only: which tiles run the attention (kernels/attention_isa.h); one
   // this CPU cannot run is refused.
   CpuAttentionIsa attention_isa = CpuAttentionIsa::kAuto;
+  // CPU only: false runs bf16 attention on AVX512-BF16 dot products
+  // (vdpbf16ps) even where the CPU has AMX, to measure that path on an AMX
+  // machine (`bench attention --attention_amx=false`); no effect elsewhere.
+  bool attention_amx = true;
 };
 // The most key parts a backward item is cut into (attention_key_parts' bound).
 inline constexpr int kMaxAttentionKeyParts = 8;

@@ -97,6 +97,7 @@ class CpuBackend final : public Backend {
     c.bf16 = matmul_.precision == MatmulPrecision::kBF16;
     c.backward_key_parts = options_.attention_key_parts;
     c.isa = options_.attention_isa;
+    c.bf16_amx = options_.attention_amx;
     return c;
   }
   void AttentionMerge(const AttentionMergeParams& p) override { VALIDATED(p); cpu::AttentionMerge(p); }

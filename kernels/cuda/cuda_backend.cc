@@ -291,6 +291,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const BackendOptions& o
     return absl::InvalidArgumentError("cuda backend: attention key parts are a CPU option");
   if (options.attention_isa != CpuAttentionIsa::kAuto)
     return absl::InvalidArgumentError("cuda backend: the attention ISA (--attention_isa) is a CPU option");
+  if (!options.attention_amx)
+    return absl::InvalidArgumentError("cuda backend: --attention_amx is a CPU option");
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {

@@ -3,7 +3,9 @@
 // CPU that has better ones. The option must reach the kernels — the backend's
 // outputs are the direct call's with that ISA, bit for bit, at both matmul
 // precisions — a choice the CPU cannot run must be refused when the backend is
-// made, naming it, and the names must parse both ways.
+// made, naming it, and the names must parse both ways. BackendOptions::
+// attention_amx = false (`bench attention --attention_amx=false`) runs the bf16
+// tiles on vdpbf16ps even on an AMX CPU, so that path can be measured there.
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +86,38 @@ TEST(AttentionIsaOptionTest, TheBackendRunsTheChosenTiles) {
     }
   }
   EXPECT_GE(ran, 4);  // auto and scalar run everywhere, at both precisions
+}
+
+TEST(AttentionIsaOptionTest, AttentionAmxFalseRunsTheDotProductTiles) {
+  if (cpu::AttentionTileKernelsBf16() == nullptr) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  const Case c{"amx-option", {1, 5, 130, 1, 163}, 4, 2, 64, 37};
+  const Inputs in = RandomInputs<float>(ShapeOf(c), 12);
+  const bool has_amx = cpu::AttentionTileKernelsBf16(true) != cpu::AttentionTileKernelsBf16(false);
+  for (bool amx : {true, false}) {
+    Buffers<float> direct(c, in), via(c, in);
+    direct.config.bf16 = true;
+    direct.config.bf16_amx = amx;
+    direct.Forward();
+    direct.Backward();
+    BackendOptions o;
+    o.attention_amx = amx;
+    absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
+    ASSERT_TRUE(be.ok()) << be.status();
+    ASSERT_TRUE((*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
+    const int64_t tiles_before = cpu::PackedBf16AttentionCalls(true), dots_before = cpu::PackedBf16AttentionCalls(false);
+    (*be)->AttentionForward(via.p);
+    (*be)->AttentionBackward(via.p);
+    const int64_t on_tiles = cpu::PackedBf16AttentionCalls(true) - tiles_before;
+    const int64_t on_dots = cpu::PackedBf16AttentionCalls(false) - dots_before;
+    EXPECT_TRUE(Outputs(via) == Outputs(direct)) << "attention_amx " << amx << ": not the direct call's outputs";
+    if (amx && has_amx) {
+      EXPECT_EQ(on_tiles, 2);
+      EXPECT_EQ(on_dots, 0);
+    } else {
+      EXPECT_EQ(on_tiles, 0) << "attention_amx " << amx << " ran the tile unit";
+      EXPECT_EQ(on_dots, 2);
+    }
+  }
 }
 
 TEST(AttentionIsaOptionTest, AChoiceThisCpuCannotRunIsRefusedAndNamesParse) {

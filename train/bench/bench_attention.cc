@@ -205,13 +205,14 @@ absl::Status ParseLengths(const std::string& text, std::vector<int64_t>* out, co
 int RunBenchAttentionCommand(const std::string& config_path, const std::vector<std::string>& overrides_in) {
   std::vector<std::string> overrides = overrides_in;
   std::string lengths_text = "2048,4096,8192,16384,32768", kinds_text = "swa", documents_text, isa_text = "auto";
-  bool time_layer = true;
+  bool time_layer = true, amx = true;
   int window = 1024, repeats = 3, max_full_len = 32768, key_parts = 0;
   absl::Status st = TakeStringOverride(overrides, "lengths", &lengths_text);
   if (st.ok()) st = TakeStringOverride(overrides, "documents", &documents_text);
   if (st.ok()) st = TakeIntOverride(overrides, "key_parts", 0, &key_parts);
   if (st.ok()) st = TakeStringOverride(overrides, "attention_isa", &isa_text);
   if (st.ok()) st = TakeBoolOverride(overrides, "layer", &time_layer);
+  if (st.ok()) st = TakeBoolOverride(overrides, "attention_amx", &amx);
   if (st.ok()) st = TakeStringOverride(overrides, "kinds", &kinds_text);
   if (st.ok()) st = TakeIntOverride(overrides, "window", 1, &window);
   if (st.ok()) st = TakeIntOverride(overrides, "repeats", 1, &repeats);
@@ -238,15 +239,17 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   BackendOptions backend_options;
   backend_options.attention_key_parts = key_parts;
   backend_options.attention_isa = *isa;
+  backend_options.attention_amx = amx;
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       MakeBackendForConfig(*config, backend_options);  // with its threads
   if (!backend.ok()) return FailCommand(backend.status());
   Backend* be = backend->get();
   const int threads = omp_get_max_threads();
   std::printf("bench attention: %s shape (hidden %d, heads %d / kv %d, head_dim %d, ffn %d), backend %s, threads %d, "
-              "attention ISA %s\n",
+              "attention ISA %s%s\n",
               dims->name.c_str(), dims->hidden, dims->heads, dims->kv_heads, dims->head_dim, dims->ffn,
-              be->name().c_str(), threads, CpuAttentionIsaName(*isa));
+              be->name().c_str(), threads, CpuAttentionIsaName(*isa),
+              amx ? "" : ", bf16 tiles on vdpbf16ps (--attention_amx=false)");
   std::printf("  attention op = AttentionForward + AttentionBackward on one L-token segment; layer = 1-layer model\n"
               "  ForwardBackward (vocab 260)%s; ms/token = median of %d after 1 warm-up, divided by L; best = the\n"
               "  fastest repeat's fraction of the peak (itself the best of its GEMM repeats)\n",
@@ -300,6 +303,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
       j["documents"] = docs;
       j["key_parts"] = key_parts;  // 0: chosen per call
       j["attention_isa"] = CpuAttentionIsaName(*isa);
+      j["attention_amx"] = amx;
       j["window"] = w;
       j["threads"] = threads;
       j["repeats"] = repeats;

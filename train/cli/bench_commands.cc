@@ -80,6 +80,8 @@ void AddBenchAttention(CommandTable& table) {
   f->Add(c, "key_parts", "0", "backward key parts per item, 1-8 (CPU; 0: chosen for the threads)");
   f->Add(c, "attention_isa", "auto",
          "CPU attention tiles: auto, avx512, avx2 (fp32 tiles, as an AVX2-only CPU runs them) or scalar");
+  f->Add(c, "attention_amx", "true",
+         "false: bf16 attention on AVX512-BF16 dot products (vdpbf16ps) even where the CPU has AMX");
 }
 
 }  // namespace
