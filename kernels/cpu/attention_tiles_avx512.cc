@@ -55,36 +55,47 @@ inline __m512 Exp16(__m512 x) {
 
 // exp for the softmax passes of attention with bf16 tile products, where P
 // and dS are rounded to bf16 (relative step 2^-8) before they meet V, dO, K or
-// Q, given its argument in base 2, t = x log2 e (ShiftedExp forms it): 2^t as
-// 2^n * p(f), n = round(t), f = t - n in [-1/2, 1/2], p a degree-4 fit of 2^f
-// (relative error 2.9e-6 on the interval; with the rounding of t at most
-// ~7e-6 over x in [-87, 10], ~600 times below the bf16 step), vscalefps
-// applying 2^n. Seven vector instructions (with ShiftedExp's FMA, eight for
-// exp(s - m)) against Exp16's fifteen; exactly 1 at 0, 0 below t = -126
-// (x = -87.34) and for -inf, +inf above ~88.7, NaN stays NaN. Only the bf16
-// tables use it: fp32 attention keeps Exp16 (3e-7).
-inline __m512 Exp2Bf16(__m512 t) {
-  const __mmask16 tiny = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.f), _CMP_LT_OQ);
-  // f = t - round(t) in one instruction (exact), n = t - f = round(t) exactly:
-  // the n and f vrndscaleps and a subtraction gave.
-  const __m512 f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 n = _mm512_sub_ps(t, f);
-  __m512 y = _mm512_set1_ps(9.582855739e-03f);
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.590646714e-02f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.402409911e-01f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.931241751e-01f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.f));
-  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~tiny), y, n);
+// Q, given its argument in base 2 and biased by one half, u = x log2 e + 1/2
+// (ShiftedExp forms it in one FMA): 2^(u - 1/2) as 2^floor(u) * p(f), f = u -
+// floor(u) in [0, 1) (vreduceps, exact), p a degree-4 fit of 2^(f - 1/2)
+// (relative error 2.9e-6 on the interval: the earlier fit of 2^g on [-1/2,
+// 1/2] re-centred, so the same accuracy; with the rounding of u at most ~7e-6
+// over x in [-87, 10], ~600 times below the bf16 step), and vscalefps, which
+// applies 2^floor(u) itself: no integer part to subtract (the earlier form,
+// n = round(t) and f = t - n, took one instruction more; the softmax passes
+// are bound by their vector instructions, docs/BENCHMARKS.md, issue 16). Six
+// vector instructions (with ShiftedExp's FMA, seven for exp(s - m)) against
+// Exp16's fifteen; exactly 1 at u = 1/2 (p(1/2) rounds to 1 exactly), 0 below
+// u = -125.5 (x = -87.34: 2^-126, the smallest normal) and for -inf, +inf
+// above ~88.7, NaN stays NaN. Only the bf16 tables use it: fp32 attention
+// keeps Exp16 (3e-7).
+inline __m512 Exp2Bf16(__m512 u) {
+  const __mmask16 tiny = _mm512_cmp_ps_mask(u, _mm512_set1_ps(-125.5f), _CMP_LT_OQ);
+  const __m512 f = _mm512_reduce_ps(u, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 y = _mm512_set1_ps(9.5828557387e-03f);
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(3.6740753800e-02f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.7075558007e-01f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(4.9002155662e-01f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(7.0710879564e-01f));
+  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~tiny), y, u);
 }
 
-// exp(s - m) for the softmax passes, nm_log2e = -m log2(e) per lane. The bf16
-// tables form the exponent as s log2(e) - m log2(e) in one FMA (one
-// instruction less than the subtraction and the product; the rounding of
-// m log2(e) moves P by < 1e-6 relative, far below the bf16 step); the fp32
+// The per-row (or per-lane) term of ShiftedExp's exponent: 1/2 - m log2(e)
+// for the bf16 tables (one FMA, one rounding), unused by the fp32 tables.
+template <bool kBf16Exp>
+inline __m512 ExpBias(__m512 m) {
+  if constexpr (kBf16Exp) return _mm512_fmadd_ps(m, _mm512_set1_ps(-1.44269504088896341f), _mm512_set1_ps(0.5f));
+  return m;
+}
+
+// exp(s - m) for the softmax passes, bias = ExpBias(m) per lane. The bf16
+// tables form the biased exponent as s log2(e) + (1/2 - m log2(e)) in one FMA
+// (one instruction less than the subtraction and the product; the rounding
+// of the bias moves P by < 1e-6 relative, far below the bf16 step); the fp32
 // tables keep exp(s - m) exactly as before.
 template <bool kBf16Exp>
-inline __m512 ShiftedExp(__m512 s, __m512 m, __m512 nm_log2e) {
-  if constexpr (kBf16Exp) return Exp2Bf16(_mm512_fmadd_ps(s, _mm512_set1_ps(1.44269504088896341f), nm_log2e));
+inline __m512 ShiftedExp(__m512 s, __m512 m, __m512 bias) {
+  if constexpr (kBf16Exp) return Exp2Bf16(_mm512_fmadd_ps(s, _mm512_set1_ps(1.44269504088896341f), bias));
   return Exp16(_mm512_sub_ps(s, m));
 }
 
@@ -245,7 +256,7 @@ void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* r
   for (int x = 0; x < len; x += 16) {
     const __mmask16 in = RangeMask(0, len, x);
     const __m512 mv = _mm512_maskz_loadu_ps(in, msafe + x);
-    const __m512 nmv = _mm512_mul_ps(mv, _mm512_set1_ps(-1.44269504088896341f));
+    const __m512 nmv = ExpBias<kBf16Exp>(mv);
     __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
     for (int j = 0; j < rows; ++j) {
       float* row = s + j * ld;
@@ -281,7 +292,7 @@ void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra,
     float* prow = p + i * ld;
     float* dsrow = ds + i * ld;
     const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
-    const __m512 nlv = _mm512_set1_ps(-1.44269504088896341f * lse[i]);
+    const __m512 nlv = ExpBias<kBf16Exp>(lv);
     for (int x = 0; x < len; x += 16) {
       __m512 px, dsx;
       if (BackwardLanes<kBf16Exp>(prow, dsrow, x, ra[i], rb[i], lv, nlv, dv, px, dsx)) {
@@ -346,7 +357,7 @@ void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const
   for (int x = 0; x < len; x += 16) {
     const __mmask16 in = RangeMask(0, len, x);
     const __m512 mv = _mm512_maskz_loadu_ps(in, msafe + x);
-    const __m512 nmv = _mm512_mul_ps(mv, _mm512_set1_ps(-1.44269504088896341f));
+    const __m512 nmv = ExpBias<true>(mv);
     __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
     auto prob = [&](int j) { return ExpSumLanes<true>(s + j * ld, x, ra[j], rb[j], mv, nmv, lv); };
     int j = 0;
@@ -392,7 +403,7 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
   // P and dS of row i on lanes x + [0, 16): zero where not visible or past len.
   auto lanes = [&](int i, int x, __m512& px, __m512& dsx) {
     const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
-    const __m512 nlv = _mm512_set1_ps(-1.44269504088896341f * lse[i]);
+    const __m512 nlv = ExpBias<true>(lv);
     BackwardLanes<true>(s + i * ld, dp + i * ld, x, ra[i], rb[i], lv, nlv, dv, px, dsx);
   };
   const __m512 zero = _mm512_setzero_ps();
@@ -464,10 +475,10 @@ inline void ScoresBackwardStrip(int x0, int kp, const uint32_t* __restrict q, co
   }
   const __m512 zero = _mm512_setzero_ps();
   const __m512 lv0 = _mm512_set1_ps(lse[i]), dv0 = _mm512_set1_ps(drow[i]);
-  const __m512 nlv0 = _mm512_set1_ps(-1.44269504088896341f * lse[i]);
+  const __m512 nlv0 = ExpBias<true>(lv0);
   const float lse1 = two ? lse[i + 1] : 0.f, drow1 = two ? drow[i + 1] : 0.f;
   const __m512 lv1 = _mm512_set1_ps(lse1), dv1 = _mm512_set1_ps(drow1);
-  const __m512 nlv1 = _mm512_set1_ps(-1.44269504088896341f * lse1);
+  const __m512 nlv1 = ExpBias<true>(lv1);
 #pragma GCC unroll 2
   for (int h = 0; h < (NV + 1) / 2; ++h) {
     const int x = x0 + 32 * h;
