@@ -61,23 +61,30 @@ inline __m512 Exp16(__m512 x) {
 // (relative error 2.9e-6 on the interval: the earlier fit of 2^g on [-1/2,
 // 1/2] re-centred, so the same accuracy; with the rounding of u at most ~7e-6
 // over x in [-87, 10], ~600 times below the bf16 step), and vscalefps, which
-// applies 2^floor(u) itself: no integer part to subtract (the earlier form,
-// n = round(t) and f = t - n, took one instruction more; the softmax passes
-// are bound by their vector instructions, docs/BENCHMARKS.md, issue 16). Six
-// vector instructions (with ShiftedExp's FMA, seven for exp(s - m)) against
-// Exp16's fifteen; exactly 1 at u = 1/2 (p(1/2) rounds to 1 exactly), 0 below
-// u = -125.5 (x = -87.34: 2^-126, the smallest normal) and for -inf, +inf
-// above ~88.7, NaN stays NaN. Only the bf16 tables use it: fp32 attention
-// keeps Exp16 (3e-7).
+// applies 2^floor(u) itself: no integer part to subtract. Below the normal
+// range (u < -125.5, x < -87.34) the result is an fp32 subnormal or 0, as
+// vscalefps underflows, with no compare and mask to force 0 there: P is
+// rounded to bf16 by vcvtne2ps2bf16, which flushes subnormal inputs to 0
+// (checked in online_softmax_test), so P's bf16 operand is 0 there as with a
+// forced 0, and a row's sum l, which reaches ~1 within each fold (its maximum
+// contributes exp(0)), is not moved by such terms at fp32 precision; dS = P
+// (dP - D) is the fp32 product of that subnormal (where it was 0: below 1e-37
+// unless |dP - D| is huge, far below every other term's rounding). The
+// softmax passes are bound by their vector instructions (docs/BENCHMARKS.md,
+// issue 16): six here (vreduceps, four FMAs, vscalefps; seven for exp(s - m)
+// with ShiftedExp's FMA) against the earlier form's eight (also a vsubps for
+// the integer part and a vcmpps for the underflow) and Exp16's fifteen.
+// Exactly 1 at u = 1/2 (p(1/2) rounds to 1
+// exactly), 0 for -inf, +inf above ~88.7 and for +inf, NaN stays NaN. Only the
+// bf16 tables use it: fp32 attention keeps Exp16 (3e-7).
 inline __m512 Exp2Bf16(__m512 u) {
-  const __mmask16 tiny = _mm512_cmp_ps_mask(u, _mm512_set1_ps(-125.5f), _CMP_LT_OQ);
-  const __m512 f = _mm512_reduce_ps(u, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_reduce_ps(u, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  // 0 for +-inf
   __m512 y = _mm512_set1_ps(9.5828557387e-03f);
   y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(3.6740753800e-02f));
   y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.7075558007e-01f));
   y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(4.9002155662e-01f));
   y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(7.0710879564e-01f));
-  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~tiny), y, u);
+  return _mm512_scalef_ps(y, u);
 }
 
 // The per-row (or per-lane) term of ShiftedExp's exponent: 1/2 - m log2(e)

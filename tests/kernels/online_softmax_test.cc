@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/amx_bf16.h"
+#include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/line_vector.h"
 #include "kernels/math/online_softmax.h"
@@ -83,9 +85,39 @@ TEST(OnlineSoftmax, Bf16TablesExpIsAccurateToFarBelowBf16) {
   const int base = len - static_cast<int>(special.size());
   EXPECT_EQ(s[base + 0], 1.f);  // exp(0) = 1 exactly
   EXPECT_EQ(s[base + 1], 1.f);
-  EXPECT_EQ(s[base + 2], 0.f);  // -inf, and below the normal range: exactly 0
-  EXPECT_EQ(s[base + 3], 0.f);
-  EXPECT_EQ(s[base + 4], 0.f);
+  EXPECT_EQ(s[base + 2], 0.f);  // -inf
+  // Below the normal range (x < -87.34): an fp32 subnormal or 0, and 0 once
+  // rounded to bf16 as every consumer of P rounds it (vcvtne2ps2bf16 flushes
+  // subnormal inputs), so P's bf16 operand is that of an exact 0; dS = P (dP -
+  // D) stays the fp32 product of that P (below 1e-37 here).
+  EXPECT_TRUE(s[base + 3] == 0.f || std::fpclassify(s[base + 3]) == FP_SUBNORMAL) << s[base + 3];
+  EXPECT_EQ(s[base + 4], 0.f);  // -200: past the subnormals too
+  std::vector<float> below;
+  for (int i = 0; i <= 400; ++i) below.push_back(-87.5f - 16.0f * static_cast<float>(i) / 400.0f);
+  const int nb = static_cast<int>(below.size());
+  std::vector<float> pb = below, lb(nb, 0.f), msb(nb, 0.f), dsb(nb, 2.f), lseb(nb, 0.f), drb(nb, 0.5f);
+  std::vector<int> rab(nb, 0), rbb(nb, 1);
+  const int rb_all = nb;
+  k->tile_exp_sum(below.data(), 1, nb, nb, &rab[0], &rb_all, msb.data(), lb.data());
+  k->tile_backward(pb.data(), dsb.data(), nb, 1, 1, rab.data(), rbb.data(), lseb.data(), drb.data());
+  int subnormals = 0;
+  for (int i = 0; i < nb; ++i) {
+    for (float v : {below[i], pb[i]})
+      ASSERT_TRUE(v == 0.f || std::fpclassify(v) == FP_SUBNORMAL) << "exp(" << -87.5f - 16.0f * i / 400.0f << ") = " << v;
+    ASSERT_EQ(pb[i], below[i]);  // one exp for both passes
+    ASSERT_EQ(dsb[i], pb[i] * 1.5f);
+    subnormals += std::fpclassify(below[i]) == FP_SUBNORMAL;
+  }
+  // The bf16 rounding the products' packers use, on those values of P: all 0.
+  std::vector<float> all = below;
+  all.push_back(std::numeric_limits<float>::denorm_min());
+  all.push_back(std::nextafter(std::numeric_limits<float>::min(), 0.f));  // the largest subnormal
+  if (all.size() % 2) all.push_back(0.f);
+  std::vector<uint32_t> packed(all.size() / 2 + 16, 0xFFFFFFFFu);
+  cpu::amx::PackPairsAlongRows(all.data(), static_cast<ptrdiff_t>(all.size()), 1, static_cast<int>(all.size()),
+                               packed.data(), static_cast<int>(packed.size()));
+  for (size_t i = 0; i < all.size() / 2; ++i) ASSERT_EQ(packed[i], 0u) << "pair " << i << ": " << all[2 * i];
+  EXPECT_GT(subnormals, 50);  // the sweep reaches them (the exp does not force 0 there)
   EXPECT_EQ(s[base + 5], inf);
   EXPECT_EQ(s[base + 6], inf);
   EXPECT_TRUE(std::isnan(s[base + 7]));
