@@ -35,6 +35,42 @@ std::vector<std::vector<double>> Outputs(const Buffers<float>& b) {
           Buffers<float>::Get(b.p.dk), Buffers<float>::Get(b.p.dv)};
 }
 
+// One forward and backward of case c on inputs in, twice: by the direct
+// call with `config`, and through a CPU backend made with `o` (at bf16 when
+// asked). Their outputs, the options the backend kept, and how many packed
+// bf16 driver calls the backend's run made on the tile unit and on vdpbf16ps.
+// False (a failure recorded) when the backend cannot be made.
+struct BothWays {
+  std::vector<std::vector<double>> direct, via;
+  BackendOptions kept;
+  int64_t tiles = 0, dots = 0;
+};
+bool RunBothWays(const Case& c, const Inputs& in, const cpu::AttentionConfig& config, const BackendOptions& o,
+                 bool bf16, BothWays& out) {
+  Buffers<float> direct(c, in), via(c, in);
+  direct.config = config;
+  direct.Forward();
+  direct.Backward();
+  out.direct = Outputs(direct);
+  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
+  if (!be.ok()) {
+    ADD_FAILURE() << be.status();
+    return false;
+  }
+  out.kept = (*be)->options();
+  if (bf16 && !(*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok()) {
+    ADD_FAILURE() << "SetMatmulPrecision(kBF16)";
+    return false;
+  }
+  const int64_t tiles = cpu::PackedBf16AttentionCalls(true), dots = cpu::PackedBf16AttentionCalls(false);
+  (*be)->AttentionForward(via.p);
+  (*be)->AttentionBackward(via.p);
+  out.tiles = cpu::PackedBf16AttentionCalls(true) - tiles;
+  out.dots = cpu::PackedBf16AttentionCalls(false) - dots;
+  out.via = Outputs(via);
+  return true;
+}
+
 TEST(AttentionIsaOptionTest, TheBackendRunsTheChosenTiles) {
   // GQA, documents of several lengths, a window, head_dim 64 (the packed bf16
   // driver's shapes): every driver the choices reach.
@@ -51,26 +87,17 @@ TEST(AttentionIsaOptionTest, TheBackendRunsTheChosenTiles) {
     for (CpuAttentionIsa isa : kAll) {
       if (!cpu::AttentionIsaSupported(isa)) continue;
       const std::string what = std::string(CpuAttentionIsaName(isa)) + (bf16 ? " bf16" : " fp32");
-      Buffers<float> direct(c, in), via(c, in);
-      direct.config.isa = isa;
-      direct.config.bf16 = bf16;
-      direct.Forward();
-      direct.Backward();
+      cpu::AttentionConfig config;
+      config.isa = isa;
+      config.bf16 = bf16;
       BackendOptions o;
       o.attention_isa = isa;
-      absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
-      ASSERT_TRUE(be.ok()) << what << ": " << be.status();
-      EXPECT_EQ((*be)->options().attention_isa, isa) << what;
-      if (bf16) {
-        ASSERT_TRUE((*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
-      }
-      const int64_t packed_before = cpu::PackedBf16AttentionCalls(false) + cpu::PackedBf16AttentionCalls(true);
-      (*be)->AttentionForward(via.p);
-      (*be)->AttentionBackward(via.p);
-      const int64_t packed_calls =
-          cpu::PackedBf16AttentionCalls(false) + cpu::PackedBf16AttentionCalls(true) - packed_before;
-      const std::vector<std::vector<double>> got = Outputs(via);
-      EXPECT_TRUE(got == Outputs(direct)) << what << ": the backend's outputs are not the direct call's";
+      BothWays run;
+      ASSERT_TRUE(RunBothWays(c, in, config, o, bf16, run)) << what;
+      EXPECT_EQ(run.kept.attention_isa, isa) << what;
+      const int64_t packed_calls = run.tiles + run.dots;
+      const std::vector<std::vector<double>>& got = run.via;
+      EXPECT_TRUE(got == run.direct) << what << ": the backend's outputs are not the direct call's";
       if (!bf16) {
         if (fp32_bits.empty()) fp32_bits = got;
         EXPECT_TRUE(got == fp32_bits) << what << ": fp32 tiles of different ISAs disagree";
@@ -94,22 +121,16 @@ TEST(AttentionIsaOptionTest, AttentionAmxFalseRunsTheDotProductTiles) {
   const Inputs in = RandomInputs<float>(ShapeOf(c), 12);
   const bool has_amx = cpu::AttentionTileKernelsBf16(true) != cpu::AttentionTileKernelsBf16(false);
   for (bool amx : {true, false}) {
-    Buffers<float> direct(c, in), via(c, in);
-    direct.config.bf16 = true;
-    direct.config.bf16_amx = amx;
-    direct.Forward();
-    direct.Backward();
+    cpu::AttentionConfig config;
+    config.bf16 = true;
+    config.bf16_amx = amx;
     BackendOptions o;
     o.attention_amx = amx;
-    absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
-    ASSERT_TRUE(be.ok()) << be.status();
-    ASSERT_TRUE((*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
-    const int64_t tiles_before = cpu::PackedBf16AttentionCalls(true), dots_before = cpu::PackedBf16AttentionCalls(false);
-    (*be)->AttentionForward(via.p);
-    (*be)->AttentionBackward(via.p);
-    const int64_t on_tiles = cpu::PackedBf16AttentionCalls(true) - tiles_before;
-    const int64_t on_dots = cpu::PackedBf16AttentionCalls(false) - dots_before;
-    EXPECT_TRUE(Outputs(via) == Outputs(direct)) << "attention_amx " << amx << ": not the direct call's outputs";
+    BothWays run;
+    ASSERT_TRUE(RunBothWays(c, in, config, o, true, run));
+    EXPECT_EQ(run.kept.attention_amx, amx);
+    const int64_t on_tiles = run.tiles, on_dots = run.dots;
+    EXPECT_TRUE(run.via == run.direct) << "attention_amx " << amx << ": not the direct call's outputs";
     if (amx && has_amx) {
       EXPECT_EQ(on_tiles, 2);
       EXPECT_EQ(on_dots, 0);
