@@ -74,9 +74,9 @@ inline __m512 Exp16(__m512 x) {
 // issue 16): six here (vreduceps, four FMAs, vscalefps; seven for exp(s - m)
 // with ShiftedExp's FMA) against the earlier form's eight (also a vsubps for
 // the integer part and a vcmpps for the underflow) and Exp16's fifteen.
-// Exactly 1 at u = 1/2 (p(1/2) rounds to 1
-// exactly), 0 for -inf, +inf above ~88.7 and for +inf, NaN stays NaN. Only the
-// bf16 tables use it: fp32 attention keeps Exp16 (3e-7).
+// Exactly 1 at u = 1/2 (p(1/2) rounds to 1 exactly); 0 for -inf; +inf for
+// +inf and above ~88.7; NaN stays NaN. Only the bf16 tables use it: fp32
+// attention keeps Exp16 (3e-7).
 inline __m512 Exp2Bf16(__m512 u) {
   const __m512 f = _mm512_reduce_ps(u, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  // 0 for +-inf
   __m512 y = _mm512_set1_ps(9.5828557387e-03f);
@@ -95,7 +95,8 @@ inline __m512 ExpBias(__m512 m) {
   return m;
 }
 
-// exp(s - m) for the softmax passes, bias = ExpBias(m) per lane. The bf16
+// exp(s - m) for the softmax passes, bias = ExpBias(m) per lane (the callers'
+// bmv, blv). The bf16
 // tables form the biased exponent as s log2(e) + (1/2 - m log2(e)) in one FMA
 // (one instruction less than the subtraction and the product; the rounding
 // of the bias moves P by < 1e-6 relative, far below the bf16 step); the fp32
@@ -245,15 +246,15 @@ void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, flo
 // per-row step of the forward's exp pass, shared by TileExpSum and the packed
 // AMX driver's amx::ExpSumPairs so both give the same bits.
 template <bool kBf16Exp>
-inline __m512 ExpSumLanes(const float* row, int x, int ra, int rb, __m512 mv, __m512 nmv, __m512& lv) {
+inline __m512 ExpSumLanes(const float* row, int x, int ra, int rb, __m512 mv, __m512 bmv, __m512& lv) {
   if (ra <= x && rb >= x + 16) {
-    const __m512 p = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(row + x), mv, nmv);
+    const __m512 p = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(row + x), mv, bmv);
     lv = _mm512_add_ps(lv, p);
     return p;
   }
   const __mmask16 vis = RangeMask(ra, rb, x);
   if (vis == 0) return _mm512_setzero_ps();
-  const __m512 p = _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, row + x), mv, nmv));
+  const __m512 p = _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, row + x), mv, bmv));
   lv = _mm512_mask_add_ps(lv, vis, lv, p);
   return p;
 }
@@ -263,11 +264,11 @@ void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* r
   for (int x = 0; x < len; x += 16) {
     const __mmask16 in = RangeMask(0, len, x);
     const __m512 mv = _mm512_maskz_loadu_ps(in, msafe + x);
-    const __m512 nmv = ExpBias<kBf16Exp>(mv);
+    const __m512 bmv = ExpBias<kBf16Exp>(mv);
     __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
     for (int j = 0; j < rows; ++j) {
       float* row = s + j * ld;
-      _mm512_mask_storeu_ps(row + x, in, ExpSumLanes<kBf16Exp>(row, x, ra[j], rb[j], mv, nmv, lv));
+      _mm512_mask_storeu_ps(row + x, in, ExpSumLanes<kBf16Exp>(row, x, ra[j], rb[j], mv, bmv, lv));
     }
     _mm512_mask_storeu_ps(l + x, in, lv);
   }
@@ -279,15 +280,15 @@ void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* r
 // driver's amx::BackwardPairs so both give the same bits. Returns whether
 // all 16 lanes are visible.
 template <bool kBf16Exp>
-inline bool BackwardLanes(const float* prow, const float* dsrow, int x, int ra, int rb, __m512 lv, __m512 nlv,
+inline bool BackwardLanes(const float* prow, const float* dsrow, int x, int ra, int rb, __m512 lv, __m512 blv,
                           __m512 dv, __m512& px, __m512& dsx) {
   if (ra <= x && rb >= x + 16) {
-    px = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(prow + x), lv, nlv);
+    px = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(prow + x), lv, blv);
     dsx = _mm512_mul_ps(px, _mm512_sub_ps(_mm512_loadu_ps(dsrow + x), dv));
     return true;
   }
   const __mmask16 vis = RangeMask(ra, rb, x);
-  px = _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, prow + x), lv, nlv));
+  px = _mm512_maskz_mov_ps(vis, ShiftedExp<kBf16Exp>(_mm512_maskz_loadu_ps(vis, prow + x), lv, blv));
   dsx = _mm512_maskz_mov_ps(vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_loadu_ps(vis, dsrow + x), dv)));
   return false;
 }
@@ -299,10 +300,10 @@ void TileBackward(float* p, float* ds, int rows, int ld, int len, const int* ra,
     float* prow = p + i * ld;
     float* dsrow = ds + i * ld;
     const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
-    const __m512 nlv = ExpBias<kBf16Exp>(lv);
+    const __m512 blv = ExpBias<kBf16Exp>(lv);
     for (int x = 0; x < len; x += 16) {
       __m512 px, dsx;
-      if (BackwardLanes<kBf16Exp>(prow, dsrow, x, ra[i], rb[i], lv, nlv, dv, px, dsx)) {
+      if (BackwardLanes<kBf16Exp>(prow, dsrow, x, ra[i], rb[i], lv, blv, dv, px, dsx)) {
         _mm512_storeu_ps(dsrow + x, dsx);
         _mm512_storeu_ps(prow + x, px);
         continue;
@@ -364,9 +365,9 @@ void ExpSumPairs(const float* s, int rows, int ld, int len, const int* ra, const
   for (int x = 0; x < len; x += 16) {
     const __mmask16 in = RangeMask(0, len, x);
     const __m512 mv = _mm512_maskz_loadu_ps(in, msafe + x);
-    const __m512 nmv = ExpBias<true>(mv);
+    const __m512 bmv = ExpBias<true>(mv);
     __m512 lv = _mm512_maskz_loadu_ps(in, l + x);
-    auto prob = [&](int j) { return ExpSumLanes<true>(s + j * ld, x, ra[j], rb[j], mv, nmv, lv); };
+    auto prob = [&](int j) { return ExpSumLanes<true>(s + j * ld, x, ra[j], rb[j], mv, bmv, lv); };
     int j = 0;
     for (; j + 1 < rows; j += 2) {
       const __m512 lo = prob(j);
@@ -410,8 +411,8 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
   // P and dS of row i on lanes x + [0, 16): zero where not visible or past len.
   auto lanes = [&](int i, int x, __m512& px, __m512& dsx) {
     const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
-    const __m512 nlv = ExpBias<true>(lv);
-    BackwardLanes<true>(s + i * ld, dp + i * ld, x, ra[i], rb[i], lv, nlv, dv, px, dsx);
+    const __m512 blv = ExpBias<true>(lv);
+    BackwardLanes<true>(s + i * ld, dp + i * ld, x, ra[i], rb[i], lv, blv, dv, px, dsx);
   };
   const __m512 zero = _mm512_setzero_ps();
   for (int i = 0; i < rows; i += 2) {
@@ -434,15 +435,15 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
 
 // BackwardLanes on P, dP already in registers (the same operations on the
 // same values: the same bits).
-inline void BackwardRegisters(__m512 sv, __m512 dpv, int x, int ra, int rb, __m512 lv, __m512 nlv, __m512 dv,
+inline void BackwardRegisters(__m512 sv, __m512 dpv, int x, int ra, int rb, __m512 lv, __m512 blv, __m512 dv,
                               __m512& px, __m512& dsx) {
   if (ra <= x && rb >= x + 16) {
-    px = ShiftedExp<true>(sv, lv, nlv);
+    px = ShiftedExp<true>(sv, lv, blv);
     dsx = _mm512_mul_ps(px, _mm512_sub_ps(dpv, dv));
     return;
   }
   const __mmask16 vis = RangeMask(ra, rb, x);
-  px = _mm512_maskz_mov_ps(vis, ShiftedExp<true>(_mm512_maskz_mov_ps(vis, sv), lv, nlv));
+  px = _mm512_maskz_mov_ps(vis, ShiftedExp<true>(_mm512_maskz_mov_ps(vis, sv), lv, blv));
   dsx = _mm512_maskz_mov_ps(vis, _mm512_mul_ps(px, _mm512_sub_ps(_mm512_maskz_mov_ps(vis, dpv), dv)));
 }
 
@@ -482,22 +483,22 @@ inline void ScoresBackwardStrip(int x0, int kp, const uint32_t* __restrict q, co
   }
   const __m512 zero = _mm512_setzero_ps();
   const __m512 lv0 = _mm512_set1_ps(lse[i]), dv0 = _mm512_set1_ps(drow[i]);
-  const __m512 nlv0 = ExpBias<true>(lv0);
+  const __m512 blv0 = ExpBias<true>(lv0);
   const float lse1 = two ? lse[i + 1] : 0.f, drow1 = two ? drow[i + 1] : 0.f;
   const __m512 lv1 = _mm512_set1_ps(lse1), dv1 = _mm512_set1_ps(drow1);
-  const __m512 nlv1 = ExpBias<true>(lv1);
+  const __m512 blv1 = ExpBias<true>(lv1);
 #pragma GCC unroll 2
   for (int h = 0; h < (NV + 1) / 2; ++h) {
     const int x = x0 + 32 * h;
     __m512 p0a = zero, p0b = zero, d0a = zero, d0b = zero, p1a = zero, p1b = zero, d1a = zero, d1b = zero;
     if (x < len) {
-      BackwardRegisters(sa[0][2 * h], da[0][2 * h], x, ra[i], rb[i], lv0, nlv0, dv0, p0a, d0a);
-      if (two) BackwardRegisters(sa[1][2 * h], da[1][2 * h], x, ra[i + 1], rb[i + 1], lv1, nlv1, dv1, p1a, d1a);
+      BackwardRegisters(sa[0][2 * h], da[0][2 * h], x, ra[i], rb[i], lv0, blv0, dv0, p0a, d0a);
+      if (two) BackwardRegisters(sa[1][2 * h], da[1][2 * h], x, ra[i + 1], rb[i + 1], lv1, blv1, dv1, p1a, d1a);
     }
     if (2 * h + 1 < NV && x + 16 < len) {
-      BackwardRegisters(sa[0][2 * h + 1], da[0][2 * h + 1], x + 16, ra[i], rb[i], lv0, nlv0, dv0, p0b, d0b);
+      BackwardRegisters(sa[0][2 * h + 1], da[0][2 * h + 1], x + 16, ra[i], rb[i], lv0, blv0, dv0, p0b, d0b);
       if (two)
-        BackwardRegisters(sa[1][2 * h + 1], da[1][2 * h + 1], x + 16, ra[i + 1], rb[i + 1], lv1, nlv1, dv1, p1b,
+        BackwardRegisters(sa[1][2 * h + 1], da[1][2 * h + 1], x + 16, ra[i + 1], rb[i + 1], lv1, blv1, dv1, p1b,
                           d1b);
     }
     StorePairsStep(out, x, p0a, p0b, p1a, p1b, d0a, d0b, d1a, d1b);

@@ -129,14 +129,13 @@ TEST(AttentionIsaOptionTest, AttentionAmxFalseRunsTheDotProductTiles) {
     BothWays run;
     ASSERT_TRUE(RunBothWays(c, in, config, o, true, run));
     EXPECT_EQ(run.kept.attention_amx, amx);
-    const int64_t on_tiles = run.tiles, on_dots = run.dots;
     EXPECT_TRUE(run.via == run.direct) << "attention_amx " << amx << ": not the direct call's outputs";
     if (amx && has_amx) {
-      EXPECT_EQ(on_tiles, 2);
-      EXPECT_EQ(on_dots, 0);
+      EXPECT_EQ(run.tiles, 2);
+      EXPECT_EQ(run.dots, 0);
     } else {
-      EXPECT_EQ(on_tiles, 0) << "attention_amx " << amx << " ran the tile unit";
-      EXPECT_EQ(on_dots, 2);
+      EXPECT_EQ(run.tiles, 0) << "attention_amx " << amx << " ran the tile unit";
+      EXPECT_EQ(run.dots, 2);
     }
   }
 }
