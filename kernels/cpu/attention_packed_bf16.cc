@@ -14,8 +14,8 @@
 //    amx::DotBackwardPairs computes them in registers, two query rows at a
 //    time, and runs the same pass on them there (the same bits; the window
 //    backward 1.02-1.06x faster on the Zen 4 VM, docs/BENCHMARKS.md). dV and dK take
-//    two query tiles per product where they can (C stored and reloaded half
-//    as often).
+//    up to four query tiles per product (kBwdPendingTiles: C loaded and
+//    stored a quarter as often).
 // The products are on whole 16 x 16 tiles (ProductUnit: amx::Product on the
 // tile unit, its config loaded once per item, or amx::DotProduct on
 // vdpbf16ps). Where a pre-converted operand would reach past its segment's
@@ -73,16 +73,29 @@ constexpr int kBwdGroup = 4;
 constexpr int64_t kBwdGroupMinQueries = 2048;
 static_assert(kBlockKBf16Forward % 2 == 0, "forward tiles keep the parity of an item's first key");
 
+// Query tiles whose P and dS pairs one dV, dK product of the backward takes
+// at most: a key block's full tiles that see all of its columns wait for the
+// next (BackwardHead), so that dVᵀ += dOᵀ P and dKᵀ += Qsᵀ dS run up to 16
+// k-steps per load and store of their 32 C tiles instead of 4 (the same
+// k-steps in the same order: the same bits). The tile unit stores a tile in
+// about the time of one tile product (16 cycles on a 2-core AMX VM, model
+// 207), so C traffic is a large part of a product of few k-steps: in the
+// backward of window-1024 bf16 attention the dV, dK products took 8-20 %
+// less time with four tiles than with two, eight gained nothing more
+// (docs/BENCHMARKS.md, issue 16).
+constexpr int kBwdPendingTiles = 4;
+
 // The backward's rows of packed Q, dO and of dQ as a ring (BackwardHead):
 // `rows` slots, or no ring (wraps false) where the mask lets a key block
 // reach about as far as the segment (full attention). kRingMirror rows past
-// the end repeat slots [0, kRingMirror) for products reading a pair of tiles
-// across the end; kRingSlack rows cover a packer's zero-filled last block.
+// the end repeat slots [0, kRingMirror) for products reading the pairs of
+// kBwdPendingTiles tiles across the end; kRingSlack rows cover a packer's
+// zero-filled last block.
 struct RowRing {
   int64_t rows;
   bool wraps;
 };
-constexpr int64_t kRingMirror = 2 * kBlockQ;
+constexpr int64_t kRingMirror = kBwdPendingTiles * kBlockQ;
 constexpr int64_t kRingSlack = 64;
 
 // The most rows live at once: a key group's rows from its first query (the
@@ -172,7 +185,9 @@ void PackKv(const Ctx<float>& c, const bool parity[2], PackedKv& kv) {
 }
 
 // The backward's key-block buffers (ktb, vtb, kdb, dkt, dvt, pt, dst) hold
-// kBwdGroup blocks, block b at offset b times one block's size.
+// kBwdGroup blocks, block b at offset b times one block's size; a block's pt
+// and dst hold the P and dS pairs of kBwdPendingTiles query tiles.
+constexpr int kPendingPairRows = kBwdPendingTiles * kBlockQ / 2;  // per block of pt, dst
 struct PackedScratch {
   LineVector<float> st, acc, dkt, dvt, s, dp, dqa, inv;
   LineVector<uint32_t> qb, pa, pt, dst, pb, vt, ktb, vtb, kdb, qsa, dosa, qsb, dosb;
@@ -181,7 +196,7 @@ struct PackedScratch {
   explicit PackedScratch(int64_t d)
       : st(kMaxForwardKeys * kBlockQ), acc(kMaxForwardHeads * d * kBlockQ), dkt(kBwdGroup * kBwdKeys * d), dvt(dkt.size()),
         s(kBlockQ * kBwdKeys), dp(kBlockQ * kBwdKeys), inv(kBlockQ), qb(kMaxForwardHeads * d / 2 * kBlockQ), pa(kBlockQ * kBwdKeys / 2),
-        pt(kBwdGroup * kBwdKeys * kBlockQ), dst(pt.size()), pb(kMaxForwardKeys / 2 * kBlockQ),
+        pt(kBwdGroup * kBwdKeys * kPendingPairRows), dst(pt.size()), pb(kMaxForwardKeys / 2 * kBlockQ),
         vt(d * kMaxForwardKeys / 2), ktb(kBwdGroup * d / 2 * kBwdKeys), vtb(ktb.size()), kdb(ktb.size()),
         ra(kBlockK), rb(kBlockK) {}
 };
@@ -339,8 +354,8 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   int64_t written = c.key_parts == 1 ? 0 : reach.lo - sb;  // dQ rows written out
   // Rows [a, b) of one lap (b - a even, a even) packed into the four buffers
   // at slot(a); on a wrapping ring the rows of slots [0, kRingMirror) also
-  // after the ring's end, so that a product reading a pair of tiles across
-  // the end finds them there. Rows past len are zero.
+  // after the ring's end, so that a product reading the pairs of several
+  // tiles across the end finds them there. Rows past len are zero.
   auto pack_piece = [&](int64_t a, int64_t b, int64_t at) {
     const int64_t real = std::min(b, len) - a;  // rows from Q, dO; the rest zero
     if (real > 0) {
@@ -404,23 +419,24 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   float* dp = w.dp.data();
   // A key block of the group and where its buffers are (Kᵀ, Vᵀ as B
   // [kp][kBwdKeys], K as B key pairs [kBwdKeys / 2][d], dKᵀ and dVᵀ
-  // [d][kBwdKeys], P and dS pairs [kBlockQ][kBwdKeys]); pending: a full
-  // tile's P, dS pairs wait in pair rows 0-31 of the block's pt, dst.
+  // [d][kBwdKeys], P and dS pairs [kPendingPairRows][kBwdKeys]); pending:
+  // the full tiles whose P, dS pairs wait in pair rows [0, 32 pending) of the
+  // block's pt, dst, the first at query offset pending_u, the others after it.
   struct Block : KeyBlock {
     int mk, kpk;
     uint32_t *ktb, *vtb, *kdb, *pt, *dst;
     float *dkt, *dvt;
-    bool pending;
+    int pending;
     int64_t pending_u;
   };
   Block blocks[kBwdGroup];
   // The products of query tile t0 against block kb. P and dS pairs of query
   // rows (B, row stride kBwdKeys): a full tile at an even offset that sees
-  // every column waits in pair rows 0-31 for the block's next such tile (rows
-  // 32-63), so dVᵀ and dKᵀ take both in one product — k-steps in the same
-  // order, C stored and reloaded half as often, the same bits; a waiting tile
-  // goes alone when the next sees fewer columns. dS as A rows of key pairs
-  // for dQ, zero in the rows past nq.
+  // every column, with a next tile in the block, waits in the block's pt,
+  // dst after those already waiting, so dVᵀ and dKᵀ take up to
+  // kBwdPendingTiles tiles in one product — k-steps in the same order, the
+  // same bits; waiting tiles go without the next when it sees fewer columns.
+  // dS as A rows of key pairs for dQ, zero in the rows past nq.
   auto tile = [&](Block& kb, int64_t t0) {
     const int64_t j0 = kb.j0;
     const int nk = kb.nk, mk = kb.mk, kpk = kb.kpk;
@@ -456,14 +472,13 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       ra[r] = std::max(ra[r] - c0, 0);
       rb[r] = std::max(rb[r] - c0, ra[r]);
     }
-    if (kb.pending && !all_columns) {
-      product(di, mk, kBlockQ / 2, w.dosb.data() + slot(kb.pending_u) / 2, ldt, kb.pt, kBwdKeys, kb.dvt, kBwdKeys,
-              true);
-      product(di, mk, kBlockQ / 2, w.qsb.data() + slot(kb.pending_u) / 2, ldt, kb.dst, kBwdKeys, kb.dkt, kBwdKeys,
-              true);
-      kb.pending = false;
+    if (kb.pending > 0 && !all_columns) {
+      const int kpw = kb.pending * (kBlockQ / 2);
+      product(di, mk, kpw, w.dosb.data() + slot(kb.pending_u) / 2, ldt, kb.pt, kBwdKeys, kb.dvt, kBwdKeys, true);
+      product(di, mk, kpw, w.qsb.data() + slot(kb.pending_u) / 2, ldt, kb.dst, kBwdKeys, kb.dkt, kBwdKeys, true);
+      kb.pending = 0;
     }
-    const int off = kb.pending ? kBlockQ / 2 : 0;
+    const int off = kb.pending * (kBlockQ / 2);
     if (nq != mq) std::fill(w.pa.begin(), w.pa.begin() + mq * kpk, 0u);
     uint32_t* const p_pairs = kb.pt + off * kBwdKeys + c0;
     uint32_t* const ds_pairs = kb.dst + off * kBwdKeys + c0;
@@ -482,9 +497,9 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     ZeroPairs(kb.dst, kBwdKeys, off + (nq + 1) / 2, off + kpq);
     product(mq, di, (c1k - c0) / 2, w.pa.data() + c0 / 2, kpk, kb.kdb + c0 / 2 * di, di, w.dqa.data() + su * d, di,
             true);  // dQ += dS K
-    if (!kb.pending && all_columns && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < kb.qhi) {
-      kb.pending = true;
-      kb.pending_u = u;
+    if (all_columns && nq == kBlockQ && u % 2 == 0 && t0 + kBlockQ < kb.qhi && kb.pending + 1 < kBwdPendingTiles) {
+      if (kb.pending == 0) kb.pending_u = u;
+      ++kb.pending;
       return;
     }
     // dOᵀ and Qsᵀ of the tile(s) as A: the item's pairs from query u0 on
@@ -492,14 +507,14 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
     // block's first query is its first key (the backward has no diagonal
     // offset: AttentionParams::Validate), an even offset from the segment's
     // start, and tiles follow in steps of kBlockQ.
-    const int64_t u0 = kb.pending ? kb.pending_u : u;
+    const int64_t u0 = kb.pending > 0 ? kb.pending_u : u;
     CHECK(u0 % 2 == 0) << "packed bf16 attention backward: query tile at odd offset " << u0;
     const int kpt = off + kpq;
     // dVᵀ += dOᵀ P, dKᵀ += Qsᵀ dS (on the tile's columns)
     const int64_t su0 = slot(u0);
     product(di, c1n - c0, kpt, w.dosb.data() + su0 / 2, ldt, kb.pt + c0, kBwdKeys, kb.dvt + c0, kBwdKeys, true);
     product(di, c1n - c0, kpt, w.qsb.data() + su0 / 2, ldt, kb.dst + c0, kBwdKeys, kb.dkt + c0, kBwdKeys, true);
-    kb.pending = false;
+    kb.pending = 0;
   };
   product.Begin();
   // Key blocks ascending, kBwdGroup at a time; per group the query tiles
@@ -519,7 +534,7 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       const int nk = spans[b].nk;
       const size_t key_pairs = static_cast<size_t>(b) * (d / 2) * kBwdKeys;  // one block's ktb, vtb, kdb
       const size_t acc_off = static_cast<size_t>(b) * d * kBwdKeys;
-      const size_t pair_off = static_cast<size_t>(b) * kBwdKeys * kBlockQ;
+      const size_t pair_off = static_cast<size_t>(b) * kBwdKeys * kPendingPairRows;
       Block& kb = blocks[b];
       kb = {spans[b],
             RoundUp16(nk),
@@ -531,7 +546,7 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
             w.dst.data() + pair_off,
             w.dkt.data() + acc_off,
             w.dvt.data() + acc_off,
-            false,
+            0,
             0};
       const float* kr = c.k + j0 * c.sk + g * d;
       // Kᵀ and Vᵀ as B, [kp][kBwdKeys] (columns past mk are not read).
@@ -543,13 +558,13 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
       std::fill(kb.dvt, kb.dvt + d * kBwdKeys, 0.f);
     }
     // Every row this group's tiles read or write: whole 16-row groups of the
-    // last tile, and the pairs a pair of tiles reaches.
+    // last tile, and the pairs the tiles of one dV, dK product reach.
     need_rows(std::min<int64_t>(rows, RoundUp16(static_cast<int>(thi - sb)) + kBlockQ));
     for (int64_t t0 = tlo; t0 < thi; t0 += kBlockQ)
       for (int b = 0; b < nb; ++b)
         if (t0 >= blocks[b].qlo && t0 < blocks[b].qhi) tile(blocks[b], t0);
     for (int b = 0; b < nb; ++b) {
-      CHECK(!blocks[b].pending) << "packed bf16 attention backward: a tile's dK, dV left pending";
+      CHECK(blocks[b].pending == 0) << "packed bf16 attention backward: a tile's dK, dV left pending";
       WriteKeyBlockTransposed(keys, di, blocks[b].j0, blocks[b].nk, blocks[b].dkt, blocks[b].dvt, kBwdKeys);
     }
     // Queries before the next group's first key see no later key.

@@ -419,6 +419,11 @@ std::vector<Case> PackedCases() {
   // strided view; pairs of query tiles read across the ring's end.
   cs.push_back({"Window100D64GqaRing", {1501, 7, 2049}, 4, 2, 64, 100, 0, false, 86});
   cs.push_back({"Window37D32StridedRing", {2500, 1}, 2, 1, 32, 37, 0, true, 87});
+  // A window long enough that a key block has more full tiles seeing all of
+  // its columns than one dV, dK product takes (kBwdPendingTiles), on a ring
+  // that wraps: such products read the pairs of several tiles across the
+  // ring's end (its mirrored rows).
+  cs.push_back({"Window600D64Ring", {3000, 5}, 2, 1, 64, 600, 0, false, 88});
   return cs;
 }
 
