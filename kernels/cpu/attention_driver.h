@@ -33,13 +33,20 @@ namespace {  // NOLINT(build/namespaces): see the comment at the top
 
 constexpr int kBlockQ = 64;  // queries per tile
 constexpr int kBlockK = 64;  // keys per tile (also the row stride of score tiles)
-// Keys per forward tile with the bf16 tables, AMX and vdpbf16ps (both
-// drivers, so their results stay equal): P V then runs four k-steps per load
-// and store of its output tiles instead of two (the AMX bf16 forward ~4 %
-// faster, measured). The other tables keep kBlockK (their products gain
-// nothing, and their results stay what they were).
+// Keys per forward tile with the bf16 tables (both drivers, so their results
+// stay equal): P V then runs four k-steps per load and store of its output
+// tiles instead of two (the AMX bf16 forward ~4 % faster, measured), and on
+// the AMX unit eight (kBlockKAmxForward: the tile unit stores a tile in about
+// the time of one tile product, so the output tiles' loads and stores weigh;
+// the forward of bf16 attention 3-5 % faster than with 128 keys at 2K-32K
+// tokens on a 2-core AMX VM, in one process alternating the two per call;
+// on vdpbf16ps no difference was seen, and the Zen VMs where that path
+// matters were not measured, so it keeps 128: docs/BENCHMARKS.md, issue 16).
+// The other tables keep kBlockK (their products gain nothing, and their
+// results stay what they were).
 constexpr int kBlockKBf16Forward = 128;
-constexpr int kMaxForwardKeys = kBlockKBf16Forward;
+constexpr int kBlockKAmxForward = 256;
+constexpr int kMaxForwardKeys = kBlockKAmxForward;
 
 // Everything a work item needs: the shared unpacked form of the params
 // (kernels/attention_args.h: raw pointers, strides in elements, the mask), the
@@ -289,7 +296,12 @@ Bf16Unit Bf16UnitOf(const AttentionTileKernels<T>& tiles) {
 // packed one's (the same bits; tests compare the two).
 template <class T>
 int ForwardKeys(const Ctx<T>& c) {
-  return Bf16UnitOf(*c.tiles) != Bf16Unit::kNone ? kBlockKBf16Forward : kBlockK;
+  switch (Bf16UnitOf(*c.tiles)) {
+    case Bf16Unit::kAmx: return kBlockKAmxForward;
+    case Bf16Unit::kDot: return kBlockKBf16Forward;
+    case Bf16Unit::kNone: break;
+  }
+  return kBlockK;
 }
 
 // Visible range [a, b) of one line of a score tile: either the queries

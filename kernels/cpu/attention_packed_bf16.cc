@@ -62,7 +62,7 @@ struct ProductUnit {
 // Keys per block of the backward: 128, so dQ += dS K runs four k-steps per
 // load and store of its C tiles instead of two (the same k-steps in the same
 // order as two 64-key blocks: the same bits). The forward's blocks are
-// kBlockKBf16Forward keys (attention_driver.h).
+// ForwardKeys (attention_driver.h: 256 keys on the tile unit, 128 on vdpbf16ps).
 constexpr int kBwdKeys = 128;
 // Key blocks per pass of the backward over their query tiles (BackwardItem),
 // when the first block's queries number at least kBwdGroupMinQueries: a
@@ -71,7 +71,8 @@ constexpr int kBwdKeys = 128;
 // 5-10 % slower on the Zen 4 VM (docs/BENCHMARKS.md, issue 16).
 constexpr int kBwdGroup = 4;
 constexpr int64_t kBwdGroupMinQueries = 2048;
-static_assert(kBlockKBf16Forward % 2 == 0, "forward tiles keep the parity of an item's first key");
+static_assert(kBlockKBf16Forward % 2 == 0 && kBlockKAmxForward % 2 == 0,
+              "forward tiles keep the parity of an item's first key");
 
 // Query tiles whose P and dS pairs one dV, dK product of the backward takes
 // at most: a key block's full tiles that see all of its columns wait for the
@@ -223,8 +224,9 @@ void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const Pa
   product.Begin();
   const int o_lines = nq * di / 16;  // 64-byte lines of one head's O rows
   int o_prefetched = 0;
-  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += kBlockKBf16Forward) {
-    const int64_t t1 = std::min<int64_t>(t0 + kBlockKBf16Forward, k_end);
+  const int bk = ForwardKeys(c);  // keys per tile
+  for (int64_t t0 = math::FirstVisibleKey(c.mask, it.seg_begin, p0); t0 < k_end; t0 += bk) {
+    const int64_t t1 = std::min<int64_t>(t0 + bk, k_end);
     const int nk = static_cast<int>(t1 - t0);
     for (int e = std::min(nh * o_lines, o_prefetched + 32); o_prefetched < e; ++o_prefetched) {
       const int x = o_prefetched / o_lines, line = o_prefetched % o_lines;
@@ -236,9 +238,9 @@ void ForwardItem(const Ctx<float>& c, const Item& it, PackedScratch& w, const Pa
     const uint32_t* vt = kv.VtPairs(g, t0);
     int ldv = kv.ldv;
     if (t0 + 2 * kpp > it.seg_end) {
-      amx::PackPairsOfColumns(c.v + t0 * c.sv + g * d, c.sv, nk, di, w.vt.data(), kBlockKBf16Forward / 2);
+      amx::PackPairsOfColumns(c.v + t0 * c.sv + g * d, c.sv, nk, di, w.vt.data(), bk / 2);
       vt = w.vt.data();
-      ldv = kBlockKBf16Forward / 2;
+      ldv = bk / 2;
     }
     for (int x = 0; x < nh; ++x) {
       OnlineSoftmax<float>& sm = w.softmax[x];
