@@ -123,6 +123,21 @@ void VectorPass(int from, int n) {
   }
 }
 
+// Products into C tiles 0-3 (A tiles 4, 5; B tiles 6, 7), and stores of C
+// tiles 0-3 to four consecutive 1 KiB tiles at f.
+inline void FourProducts() {
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+inline void StoreFour(float* f) {
+  _tile_stored(0, f, 64);
+  _tile_stored(1, f + 256, 64);
+  _tile_stored(2, f + 512, 64);
+  _tile_stored(3, f + 768, 64);
+}
+
 alignas(64) uint32_t scratch[64 * 1024];
 // Operands at the attention backward's sizes and strides (kernels/cpu/attention_packed_bf16.cc):
 // Q, dO rows of a 1,792-row ring, Kᵀ, Vᵀ of a 128-key block, dS rows, K pairs,
@@ -158,12 +173,7 @@ int main() {
 
   RoundRobin rr;
   rr.Add("tdpbf16ps, 4 independent C tiles", [] {
-    for (int i = 0; i < kN; ++i) {
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
-    }
+    for (int i = 0; i < kN; ++i) FourProducts();
   }, 4 * kN);
   rr.Add("tdpbf16ps, one C tile (a chain)", [] {
     for (int i = 0; i < kN; ++i) _tile_dpbf16ps(0, 4, 6);
@@ -177,25 +187,13 @@ int main() {
     }
   }, 4 * kN);
   rr.Add("tilestored to L1", [f] {
-    for (int i = 0; i < kN; ++i) {
-      _tile_stored(0, f, 64);
-      _tile_stored(1, f + 256, 64);
-      _tile_stored(2, f + 512, 64);
-      _tile_stored(3, f + 768, 64);
-    }
+    for (int i = 0; i < kN; ++i) StoreFour(f);
   }, 4 * kN);
   rr.Add("8 tdpbf16ps + 4 tilestored, per tdpbf16ps", [f] {
     for (int i = 0; i < kN; ++i) {
-      for (int k = 0; k < 2; ++k) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-      _tile_stored(0, f, 64);
-      _tile_stored(1, f + 256, 64);
-      _tile_stored(2, f + 512, 64);
-      _tile_stored(3, f + 768, 64);
+      FourProducts();
+      FourProducts();
+      StoreFour(f);
     }
   }, 8 * kN);
   rr.Add("2x2 block, 2 k-steps, A/B loads, stores, per tdp", [a, f] {
