@@ -14,8 +14,8 @@
 //    amx::DotBackwardPairs computes them in registers, two query rows at a
 //    time, and runs the same pass on them there (the same bits; the window
 //    backward 1.02-1.06x faster on the Zen 4 VM, docs/BENCHMARKS.md). dV and dK take
-//    up to four query tiles per product (kBwdPendingTiles: C loaded and
-//    stored a quarter as often).
+//    up to four query tiles per product (kBwdPendingTiles: their C tiles
+//    loaded and stored once per four tiles).
 // The products are on whole 16 x 16 tiles (ProductUnit: amx::Product on the
 // tile unit, its config loaded once per item, or amx::DotProduct on
 // vdpbf16ps). Where a pre-converted operand would reach past its segment's
@@ -76,13 +76,13 @@ static_assert(kBlockKBf16Forward % 2 == 0 && kBlockKAmxForward % 2 == 0,
 
 // Query tiles whose P and dS pairs one dV, dK product of the backward takes
 // at most: a key block's full tiles that see all of its columns wait for the
-// next (BackwardHead), so that dVᵀ += dOᵀ P and dKᵀ += Qsᵀ dS run up to 16
+// next (BackwardHead), so that dVᵀ += dOᵀ P and dKᵀ += Qsᵀ dS run up to 8
 // k-steps per load and store of their 32 C tiles instead of 4 (the same
 // k-steps in the same order: the same bits). The tile unit stores a tile in
 // about the time of one tile product (16 cycles on a 2-core AMX VM, model
 // 207), so C traffic is a large part of a product of few k-steps: in the
-// backward of window-1024 bf16 attention the dV, dK products took 8-20 %
-// less time with four tiles than with two, eight gained nothing more
+// backward of bf16 attention the dV, dK products took 6-21 % less time with
+// four tiles than with two, eight gained nothing more
 // (docs/BENCHMARKS.md, issue 16).
 constexpr int kBwdPendingTiles = 4;
 
