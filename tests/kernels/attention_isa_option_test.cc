@@ -35,18 +35,34 @@ std::vector<std::vector<double>> Outputs(const Buffers<float>& b) {
           Buffers<float>::Get(b.p.dk), Buffers<float>::Get(b.p.dv)};
 }
 
-// One forward and backward of case c on inputs in, twice: by the direct
-// call with `config`, and through a CPU backend made with `o` (at bf16 when
-// asked). Their outputs, the options the backend kept, and how many packed
-// bf16 driver calls the backend's run made on the tile unit and on vdpbf16ps.
-// False (a failure recorded) when the backend cannot be made.
+// What a run chooses: the tiles' ISA, the matmul precision, and whether
+// bf16 tiles may use the AMX unit.
+struct Choice {
+  CpuAttentionIsa isa = CpuAttentionIsa::kAuto;
+  bool bf16 = false;
+  bool amx = true;
+};
+
+// One forward and backward of case c on inputs in, twice: by the direct call
+// with the cpu::AttentionConfig of `choice`, and through a CPU backend made
+// with the BackendOptions of `choice` (at bf16 when it says so). Their
+// outputs, the options the backend kept, and how many packed bf16 driver
+// calls the backend's run made on the tile unit and on vdpbf16ps. False (a
+// failure recorded) when the backend cannot be made.
 struct BothWays {
   std::vector<std::vector<double>> direct, via;
   BackendOptions kept;
   int64_t tiles = 0, dots = 0;
 };
-bool RunBothWays(const Case& c, const Inputs& in, const cpu::AttentionConfig& config, const BackendOptions& o,
-                 bool bf16, BothWays& out) {
+bool RunBothWays(const Case& c, const Inputs& in, const Choice& choice, BothWays& out) {
+  cpu::AttentionConfig config;
+  config.isa = choice.isa;
+  config.bf16 = choice.bf16;
+  config.bf16_amx = choice.amx;
+  BackendOptions o;
+  o.attention_isa = choice.isa;
+  o.attention_amx = choice.amx;
+  const bool bf16 = choice.bf16;
   Buffers<float> direct(c, in), via(c, in);
   direct.config = config;
   direct.Forward();
@@ -87,13 +103,8 @@ TEST(AttentionIsaOptionTest, TheBackendRunsTheChosenTiles) {
     for (CpuAttentionIsa isa : kAll) {
       if (!cpu::AttentionIsaSupported(isa)) continue;
       const std::string what = std::string(CpuAttentionIsaName(isa)) + (bf16 ? " bf16" : " fp32");
-      cpu::AttentionConfig config;
-      config.isa = isa;
-      config.bf16 = bf16;
-      BackendOptions o;
-      o.attention_isa = isa;
       BothWays run;
-      ASSERT_TRUE(RunBothWays(c, in, config, o, bf16, run)) << what;
+      ASSERT_TRUE(RunBothWays(c, in, {.isa = isa, .bf16 = bf16}, run)) << what;
       EXPECT_EQ(run.kept.attention_isa, isa) << what;
       const int64_t packed_calls = run.tiles + run.dots;
       const std::vector<std::vector<double>>& got = run.via;
@@ -121,13 +132,8 @@ TEST(AttentionIsaOptionTest, AttentionAmxFalseRunsTheDotProductTiles) {
   const Inputs in = RandomInputs<float>(ShapeOf(c), 12);
   const bool has_amx = cpu::AttentionTileKernelsBf16(true) != cpu::AttentionTileKernelsBf16(false);
   for (bool amx : {true, false}) {
-    cpu::AttentionConfig config;
-    config.bf16 = true;
-    config.bf16_amx = amx;
-    BackendOptions o;
-    o.attention_amx = amx;
     BothWays run;
-    ASSERT_TRUE(RunBothWays(c, in, config, o, true, run));
+    ASSERT_TRUE(RunBothWays(c, in, {.bf16 = true, .amx = amx}, run));
     EXPECT_EQ(run.kept.attention_amx, amx);
     EXPECT_TRUE(run.via == run.direct) << "attention_amx " << amx << ": not the direct call's outputs";
     if (amx && has_amx) {
