@@ -11,6 +11,7 @@
 // Compiled for AVX-512 with a target pragma (after every #include, so no
 // inline function of a header is compiled for AVX-512 here and shared with
 // code that runs on an AVX2 machine); called only after a run-time CPU check.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -205,39 +206,65 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
 // folding that case into RangeMask and the masked path measured 4-5 % slower,
 // the masked forms cost their extra mask moves).
 //
-// TileMax keeps four running maxima, over rows j = 0, 1, 2, 3 mod 4, then
-// combines them: one chain of vmaxps through all the rows waited on its
-// 4-cycle latency per row (a 128-key tile: 512 cycles per 16 columns). A NaN
-// score never enters (as before: vmaxps returns its second operand, the
-// running max, when the first is NaN), so the maximum is the same value; only
-// a zero's sign could differ.
+// TileMax reads the tile once, row by row: up to four 16-lane vectors of a
+// row (its 64 queries) fold into four running maxima, two sets of them over
+// the even and the odd rows (two vmaxps chains per vector, hiding their
+// 4-cycle latency), combined at the end. The tile (64 KiB at the AMX
+// forward's 256 keys) has just been written by the tile unit and mostly sits
+// in L2: the earlier order, one 16-lane vector at a time down all the rows,
+// walked it four times a 64-byte line per 256-byte row, and its FoldMax took
+// 22.4 Mcycles per 8K window-1024 bf16 forward against 17.3 now (both threads;
+// docs/BENCHMARKS.md, issue 16). A NaN score never enters (vmaxps returns
+// its second operand, the running max, when the first is NaN), so the
+// maximum is the same value; only a zero's sign could differ.
+template <int NX>
+void TileMaxLanes(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn, int x0, int lo,
+                  int hi) {
+  const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const int x1 = x0 + 16 * NX;  // the lanes [x0, x1) this call folds
+  __mmask16 any[NX];
+  __m512 even[NX], odd[NX];
+  for (int v = 0; v < NX; ++v) {
+    any[v] = RangeMask(lo, hi, x0 + 16 * v);
+    even[v] = _mm512_maskz_loadu_ps(any[v], mn + x0 + 16 * v);
+    odd[v] = none;
+  }
+  auto fold = [&](int j, __m512* acc) {
+    const float* row = s + j * ld + x0;
+    if (ra[j] <= x0 && rb[j] >= x1) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NX; ++v) acc[v] = _mm512_max_ps(_mm512_loadu_ps(row + 16 * v), acc[v]);
+      return;
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NX; ++v) {
+      const __mmask16 m = RangeMask(ra[j], rb[j], x0 + 16 * v);
+      acc[v] = _mm512_mask_max_ps(acc[v], m, _mm512_maskz_loadu_ps(m, row + 16 * v), acc[v]);
+    }
+  };
+  int j = 0;
+  for (; j + 1 < rows; j += 2) {
+    fold(j, even);
+    fold(j + 1, odd);
+  }
+  if (j < rows) fold(j, even);
+  // (The masked max: its pass-through is even itself, where the unmasked
+  // form's undefined one drew a false -Wuninitialized from GCC 12 here.)
+  for (int v = 0; v < NX; ++v)
+    _mm512_mask_storeu_ps(mn + x0 + 16 * v, any[v], _mm512_mask_max_ps(even[v], any[v], odd[v], even[v]));
+}
+
 void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn) {
   int lo = 1 << 30, hi = 0;  // union of the visible ranges
   for (int j = 0; j < rows; ++j)
     if (rb[j] > ra[j]) lo = ra[j] < lo ? ra[j] : lo, hi = rb[j] > hi ? rb[j] : hi;
-  const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int x = lo & ~15; x < hi; x += 16) {
-    const __mmask16 any = RangeMask(lo, hi, x);
-    __m512 cur[4] = {_mm512_maskz_loadu_ps(any, mn + x), none, none, none};
-    auto fold = [&](int j, __m512& acc) {
-      const float* row = s + j * ld;
-      if (ra[j] <= x && rb[j] >= x + 16) {
-        acc = _mm512_max_ps(_mm512_loadu_ps(row + x), acc);
-        return;
-      }
-      const __mmask16 m = RangeMask(ra[j], rb[j], x);
-      acc = _mm512_mask_max_ps(acc, m, _mm512_maskz_loadu_ps(m, row + x), acc);
-    };
-    int j = 0;
-    for (; j + 3 < rows; j += 4) {
-      fold(j, cur[0]);
-      fold(j + 1, cur[1]);
-      fold(j + 2, cur[2]);
-      fold(j + 3, cur[3]);
+  for (int x0 = lo & ~15; x0 < hi; x0 += 64) {  // 64 lanes (the forward's kBlockQ queries) per pass over the rows
+    switch ((std::min(hi, x0 + 64) - x0 + 15) / 16) {
+      case 1: TileMaxLanes<1>(s, rows, ld, ra, rb, mn, x0, lo, hi); break;
+      case 2: TileMaxLanes<2>(s, rows, ld, ra, rb, mn, x0, lo, hi); break;
+      case 3: TileMaxLanes<3>(s, rows, ld, ra, rb, mn, x0, lo, hi); break;
+      default: TileMaxLanes<4>(s, rows, ld, ra, rb, mn, x0, lo, hi); break;
     }
-    for (; j < rows; ++j) fold(j, cur[0]);
-    const __m512 m = _mm512_max_ps(_mm512_max_ps(cur[1], cur[0]), _mm512_max_ps(cur[3], cur[2]));
-    _mm512_mask_storeu_ps(mn + x, any, m);
   }
 }
 

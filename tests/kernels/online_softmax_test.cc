@@ -187,6 +187,57 @@ TEST(OnlineSoftmax, Fp32TablesSoftmaxPassesEqualTheScalarTableBitwise) {
   EXPECT_TRUE(std::any_of(want.p.begin(), want.p.end(), [](float v) { return v > 0 && v < 1.2e-38f; }));
 }
 
+// tile_max (the forward's running max over a transposed score tile) of every
+// table this CPU runs against the scalar table's loop, on fresh random scores
+// with NaNs among them (a NaN never enters the max), rows seeing ranges that
+// start and end inside 16-lane vectors, rows seeing nothing, an odd row
+// count, and tiles wider than the 64 lanes one pass of the AVX-512 loop
+// folds. The max is exact, so the values must be equal (only a zero's sign
+// may differ, which == ignores).
+TEST(OnlineSoftmax, TileMaxOfEveryTableEqualsTheScalarLoop) {
+  std::mt19937 rng(test::FreshSeed(23));
+  std::uniform_real_distribution<float> score(-30.f, 30.f);
+  std::vector<const cpu::AttentionTileKernels<float>*> tables;
+  for (cpu::AttentionIsa isa : {cpu::AttentionIsa::kAvx2, cpu::AttentionIsa::kAvx512})
+    if (cpu::AttentionIsaSupported(isa)) tables.push_back(&cpu::AttentionTileKernelsF32(isa));
+  for (bool amx : {false, true})
+    if (cpu::AttentionTileKernelsBf16(amx) != nullptr) tables.push_back(cpu::AttentionTileKernelsBf16(amx));
+  if (tables.empty()) GTEST_SKIP() << "no vector tables on this CPU";
+  const cpu::AttentionTileKernels<float>& scalar = cpu::AttentionTileKernelsF32(cpu::AttentionIsa::kScalar);
+  int checked = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int rows = 1 + static_cast<int>(rng() % 257);
+    const int len = 1 + static_cast<int>(rng() % (trial % 3 == 0 ? 150 : 64));
+    const int ld = len + static_cast<int>(rng() % 20);
+    std::vector<float> s(static_cast<size_t>(rows) * ld);
+    for (float& v : s) v = rng() % 97 == 0 ? std::numeric_limits<float>::quiet_NaN() : score(rng);
+    std::vector<int> ra(rows), rb(rows);
+    for (int j = 0; j < rows; ++j) {
+      switch (rng() % 4) {
+        case 0: ra[j] = 0, rb[j] = len; break;            // the whole row
+        case 1: ra[j] = rb[j] = static_cast<int>(rng() % (len + 1)); break;  // nothing
+        default: {
+          const int a = static_cast<int>(rng() % len);
+          ra[j] = a;
+          rb[j] = a + 1 + static_cast<int>(rng() % (len - a));
+        }
+      }
+    }
+    std::vector<float> start(len);
+    for (float& v : start) v = rng() % 5 == 0 ? -std::numeric_limits<float>::infinity() : score(rng);
+    std::vector<float> want = start;
+    scalar.tile_max(s.data(), rows, ld, ra.data(), rb.data(), want.data());
+    for (const cpu::AttentionTileKernels<float>* t : tables) {
+      std::vector<float> got = start;
+      t->tile_max(s.data(), rows, ld, ra.data(), rb.data(), got.data());
+      for (int x = 0; x < len; ++x)
+        ASSERT_EQ(got[x], want[x]) << t->name << ": lane " << x << " of " << len << ", " << rows << " rows";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 60 * static_cast<int>(tables.size()));
+}
+
 // The attention scratch is LineVector so that tile rows and vectors never
 // straddle two cache lines (the largest speed-up of issue 16); every buffer,
 // of every size, starts on one. (std::vector's glibc allocation is 16-byte
