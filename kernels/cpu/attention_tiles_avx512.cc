@@ -431,29 +431,52 @@ inline void StorePairsStep(const PairRowsOut& o, int x, __m512 p0a, __m512 p0b, 
 }
 
 // TileBackward<true>'s BackwardLanes on two rows at a time and 32 keys per
-// step, converted in registers instead of stored as fp32.
+// step, converted in registers instead of stored as fp32. A pair of rows that
+// both see all of [0, len) (every row of a tile inside a window or below a
+// causal diagonal) takes its whole 32-key steps without range checks, masks
+// or zero lanes; the rest, and the steps past them, go through the checked
+// BackwardLanes. Each row's lse, drow and exponent bias are made once per
+// row pair, not once per 16 lanes (the compiler had kept ExpBias's FMA in
+// the loop). Every lane takes the same operations either way: the same bits.
+// The pass took 20-24 % less time (8K, 32K window-1024 and 8K full bf16
+// backward on a 2-core AMX VM, alternating per call; docs/BENCHMARKS.md,
+// issue 16).
 void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, int width, const int* ra,
                    const int* rb, const float* lse, const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs,
                    int pairs_ld, uint32_t* ds_rows, int rows_ld) {
-  // P and dS of row i on lanes x + [0, 16): zero where not visible or past len.
-  auto lanes = [&](int i, int x, __m512& px, __m512& dsx) {
-    const __m512 lv = _mm512_set1_ps(lse[i]), dv = _mm512_set1_ps(drow[i]);
-    const __m512 blv = ExpBias<true>(lv);
-    BackwardLanes<true>(s + i * ld, dp + i * ld, x, ra[i], rb[i], lv, blv, dv, px, dsx);
-  };
   const __m512 zero = _mm512_setzero_ps();
+  const int whole = len / 32 * 32;  // keys of the whole 32-key steps inside [0, len)
   for (int i = 0; i < rows; i += 2) {
     const PairRowsOut out = PairRowsAt(i, rows, p_pairs, ds_pairs, pairs_ld, ds_rows, rows_ld);
     const bool two = out.two;
-    for (int x = 0; x < width; x += 32) {
+    const int i1 = two ? i + 1 : i;  // an odd last row's partner: itself, never computed or stored
+    const __m512 lv0 = _mm512_set1_ps(lse[i]), dv0 = _mm512_set1_ps(drow[i]), blv0 = ExpBias<true>(lv0);
+    const __m512 lv1 = _mm512_set1_ps(lse[i1]), dv1 = _mm512_set1_ps(drow[i1]), blv1 = ExpBias<true>(lv1);
+    const float *s0 = s + i * ld, *s1 = s + i1 * ld, *dp0 = dp + i * ld, *dp1 = dp + i1 * ld;
+    int x = 0;
+    if (two && ra[i] <= 0 && rb[i] >= len && ra[i1] <= 0 && rb[i1] >= len) {
+      for (; x < whole; x += 32) {
+        const __m512 p0a = ShiftedExp<true>(_mm512_loadu_ps(s0 + x), lv0, blv0);
+        const __m512 p0b = ShiftedExp<true>(_mm512_loadu_ps(s0 + x + 16), lv0, blv0);
+        const __m512 p1a = ShiftedExp<true>(_mm512_loadu_ps(s1 + x), lv1, blv1);
+        const __m512 p1b = ShiftedExp<true>(_mm512_loadu_ps(s1 + x + 16), lv1, blv1);
+        const __m512 d0a = _mm512_mul_ps(p0a, _mm512_sub_ps(_mm512_loadu_ps(dp0 + x), dv0));
+        const __m512 d0b = _mm512_mul_ps(p0b, _mm512_sub_ps(_mm512_loadu_ps(dp0 + x + 16), dv0));
+        const __m512 d1a = _mm512_mul_ps(p1a, _mm512_sub_ps(_mm512_loadu_ps(dp1 + x), dv1));
+        const __m512 d1b = _mm512_mul_ps(p1b, _mm512_sub_ps(_mm512_loadu_ps(dp1 + x + 16), dv1));
+        StorePairsStep(out, x, p0a, p0b, p1a, p1b, d0a, d0b, d1a, d1b);
+      }
+    }
+    // P and dS zero where a row does not see a lane or past len.
+    for (; x < width; x += 32) {
       __m512 p0a = zero, p0b = zero, d0a = zero, d0b = zero, p1a = zero, p1b = zero, d1a = zero, d1b = zero;
       if (x < len) {
-        lanes(i, x, p0a, d0a);
-        if (two) lanes(i + 1, x, p1a, d1a);
+        BackwardLanes<true>(s0, dp0, x, ra[i], rb[i], lv0, blv0, dv0, p0a, d0a);
+        if (two) BackwardLanes<true>(s1, dp1, x, ra[i1], rb[i1], lv1, blv1, dv1, p1a, d1a);
       }
       if (x + 16 < len) {
-        lanes(i, x + 16, p0b, d0b);
-        if (two) lanes(i + 1, x + 16, p1b, d1b);
+        BackwardLanes<true>(s0, dp0, x + 16, ra[i], rb[i], lv0, blv0, dv0, p0b, d0b);
+        if (two) BackwardLanes<true>(s1, dp1, x + 16, ra[i1], rb[i1], lv1, blv1, dv1, p1b, d1b);
       }
       StorePairsStep(out, x, p0a, p0b, p1a, p1b, d0a, d0b, d1a, d1b);
     }
