@@ -137,14 +137,24 @@ struct PackedKv {
   }
 };
 
+// The keys whose Vᵀ pairs of parity e the forward's items read: [lo, hi),
+// empty when lo >= hi.
+struct KeySpan {
+  int64_t lo = 0, hi = 0;
+  bool empty() const { return lo >= hi; }
+};
+
 // Fills kv (kept by the caller across calls: sizes only grow, so no page
-// faults once warm) with K and the parities of Vᵀ in `parity` (the forward's
-// tiles start at keys of one parity per item: full attention's at the
-// segment's start, a window's mostly at odd keys); only the zero tails are
-// cleared, the packers write the rest. Vᵀ's row stride is an odd multiple of
-// 64 bytes: at a power of two (a long segment's rows / 2 pairs) the 16 rows
-// of one A tile would all fall in the same L1 sets.
-void PackKv(const Ctx<float>& c, const bool parity[2], PackedKv& kv) {
+// faults once warm) with K and, where need[e] asks for them, the pairs of Vᵀ
+// of parity e (the forward's tiles start at keys of one parity per item: full
+// attention's at the segment's start, a window's at odd keys except in its
+// first window, whose tiles start at the segment's start: there only that
+// window's keys are packed at parity 0, not the whole call's); only the zero
+// tails are cleared, the packers write the rest. Vᵀ's row stride is an odd
+// multiple of 64 bytes: at a power of two (a long segment's rows / 2 pairs)
+// the 16 rows of one A tile would all fall in the same L1 sets.
+void PackKv(const Ctx<float>& c, const KeySpan need[2], PackedKv& kv) {
+  const bool parity[2] = {!need[0].empty(), !need[1].empty()};
   const int64_t n = c.n, d = c.d, hkv = c.kv_heads;
   kv.rows = (n + 1) / 2 * 2 + kBlockK;
   kv.kp = static_cast<int>(d / 2);
@@ -173,13 +183,15 @@ void PackKv(const Ctx<float>& c, const bool parity[2], PackedKv& kv) {
                               kv.k.data() + (g * kv.rows + r0) * kv.kp, kv.kp);
       // Whole 16 x 16 pair blocks, zero past the keys: only the last chunk
       // writes past its pairs, into the zero tail.
-      if (parity[0])
+      // A chunk's pairs of parity e hold keys [r0 + e, r0 + e + kChunk).
+      auto wanted = [&](int e) { return r0 + e < need[e].hi && r0 + e + kChunk > need[e].lo; };
+      if (wanted(0))
         amx::PackPairsOfColumns(c.v + r0 * c.sv + g * d, c.sv, static_cast<int>(rows), di,
                                 kv.vt[0].data() + g * d * kv.ldv + r0 / 2, kv.ldv);
       // Parity 1: keys (r0 + 1, r0 + 2), ...; the chunk's last pair takes the
       // next chunk's first key (or pairs with zero at the end).
       const int64_t odd_rows = std::min(kChunk, n - r0 - 1);
-      if (parity[1] && odd_rows > 0)
+      if (wanted(1) && odd_rows > 0)
         amx::PackPairsOfColumns(c.v + (r0 + 1) * c.sv + g * d, c.sv, static_cast<int>(odd_rows), di,
                                 kv.vt[1].data() + g * d * kv.ldv + r0 / 2, kv.ldv);
     }
@@ -632,11 +644,18 @@ void PackedBf16AttentionForward(const PackedBf16AttentionArgs& args) {
   const Ctx<float> c = CtxOf(args);
   const ProductUnit product{args.tile_unit};
   const std::vector<Item> items = MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads, c.group);
-  bool parity[2] = {false, false};  // of the items' first keys (ForwardItem's tiles step by an even count)
-  for (const Item& it : items)
-    parity[math::FirstVisibleKey(c.mask, it.seg_begin, it.begin + it.shift) & 1] = true;
+  // Per parity of the items' first keys (ForwardItem's tiles step by an even
+  // count), the keys their tiles read: from the first key to the last tile's
+  // pairs, which reach up to a tile past the last visible key.
+  KeySpan need[2];
+  for (const Item& it : items) {
+    const int64_t first = math::FirstVisibleKey(c.mask, it.seg_begin, it.begin + it.shift);
+    const int64_t end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift) + kMaxForwardKeys;
+    KeySpan& span = need[first & 1];
+    span = span.empty() ? KeySpan{first, end} : KeySpan{std::min(span.lo, first), std::max(span.hi, end)};
+  }
   static thread_local PackedKv kept;  // the calling thread's, grown across calls
-  PackKv(c, parity, kept);
+  PackKv(c, need, kept);
   const PackedKv& kv = kept;
   RunItems<PackedScratch>(c, items, [&kv, product](const Ctx<float>& cc, const Item& it, PackedScratch& w) {
     ForwardItem(cc, it, w, kv, product);
