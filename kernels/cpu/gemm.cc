@@ -16,6 +16,8 @@
 #include "kernels/log.h"
 
 namespace longctx::cpu {
+const char* OpenBlasCoreName() { return openblas_get_corename(); }
+
 const char* SgemmLibraryName(SgemmLibrary library) {
   return library == SgemmLibrary::kOneDnn ? "onednn" : "openblas";
 }

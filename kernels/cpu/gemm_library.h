@@ -25,6 +25,9 @@ enum class Bf16GemmPath : uint8_t { kRoundedSgemm = 0, kOneDnn = 1 };
 Bf16GemmPath AutoBf16GemmPath();
 
 const char* SgemmLibraryName(SgemmLibrary library);  // "onednn" / "openblas"
+// The kernels OpenBLAS runs here ("SkylakeX", "Haswell", ...; gemm.cc says
+// how longctx chooses them on CPUs this OpenBLAS does not know).
+const char* OpenBlasCoreName();
 
 // How one backend's products run: the precision of F32 products, the library
 // of F32 sgemm and the path of bf16 products. CpuBackend holds one (from its

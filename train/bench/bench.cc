@@ -184,14 +184,47 @@ double MeasureBf16PeakGflops(int n, int repeats) {
 
 bool BenchHasBf16Peak() { return cpu::CpuHasBf16DotProducts() && cpu::OneDnnBf16Available(); }
 
+namespace {
+
+// OpenBLAS chooses its kernels from the CPU model as it loads, and one
+// older than the CPU falls back to generic ones: Debian 12's OpenBLAS 0.3.21
+// ran its Prescott (SSE3) kernels on an Intel Xeon of CPUID model 207, sgemm
+// 38 GFLOP/s against 227 with OPENBLAS_CORETYPE=SkylakeX (2 cores;
+// docs/BENCHMARKS.md, issue 16). The environment variable must be set before
+// the process starts (OpenBLAS reads it once, as it loads), so the bench
+// says so beside the sgemm peaks rather than choosing for the user.
+std::string OpenBlasKernelNote() {
+#if defined(__x86_64__)
+  static const char* const kBelowAvx2[] = {"Prescott", "Core2",   "Penryn", "Dunnington", "Nehalem",   "Atom",
+                                           "Nano",     "Katmai",  "Coppermine", "Northwood", "Banias", "Athlon",
+                                           "Opteron",  "Opteron_SSE3", "Barcelona", "Bobcat", "Sandybridge"};
+  const std::string core = cpu::OpenBlasCoreName();
+  if (!__builtin_cpu_supports("avx2")) return "";
+  for (const char* name : kBelowAvx2) {
+    if (core != name) continue;
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512cd");
+    return absl::StrFormat(
+        "; OpenBLAS runs its %s kernels on this %s CPU (a model it does not know): start longctx with "
+        "OPENBLAS_CORETYPE=%s for its %s kernels",
+        core, avx512 ? "AVX-512" : "AVX2", avx512 ? "SkylakeX" : "Haswell", avx512 ? "AVX-512" : "AVX2");
+  }
+#endif
+  return "";
+}
+
+}  // namespace
+
 GemmPeaks MeasureGemmPeaks() {
   constexpr int kPeakN = 2048, kPeakRepeats = 15;  // ~2 s on 2 cores; best-of-many rides out a shared VM's noise
   GemmPeaks p;
   p.fp32_onednn = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOneDnn);
   p.fp32_openblas = MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOpenBlas);
   p.fp32 = std::max(p.fp32_onednn, p.fp32_openblas);
-  p.fp32_source = absl::StrFormat("sgemm %d^3 best of %d: oneDNN %.1f, OpenBLAS %.1f GFLOP/s", kPeakN, kPeakRepeats,
-                                  p.fp32_onednn, p.fp32_openblas);
+  p.fp32_source = absl::StrFormat("sgemm %d^3 best of %d: oneDNN %.1f, OpenBLAS (%s kernels) %.1f GFLOP/s", kPeakN,
+                                  kPeakRepeats, p.fp32_onednn, cpu::OpenBlasCoreName(), p.fp32_openblas) +
+                  OpenBlasKernelNote();
   if (BenchHasBf16Peak()) {
     p.bf16 = MeasureBf16PeakGflops(kPeakN, kPeakRepeats);
     p.bf16_source = absl::StrFormat("oneDNN bf16 matmul %d^3 (fp32 accumulation) best of %d: %.1f GFLOP/s; kernels %s",
