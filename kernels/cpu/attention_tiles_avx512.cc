@@ -438,7 +438,7 @@ inline void StorePairsStep(const PairRowsOut& o, int x, __m512 p0a, __m512 p0b, 
 // BackwardLanes. Each row's lse, drow and exponent bias are made once per
 // row pair, not once per 16 lanes (the compiler had kept ExpBias's FMA in
 // the loop). Every lane takes the same operations either way: the same bits.
-// The pass took 20-24 % less time (8K, 32K window-1024 and 8K full bf16
+// The pass took 18-25 % less time (2K-32K window-1024 and 8K full bf16
 // backward on a 2-core AMX VM, alternating per call; docs/BENCHMARKS.md,
 // issue 16).
 void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, int width, const int* ra,
