@@ -25,8 +25,9 @@ enum class Bf16GemmPath : uint8_t { kRoundedSgemm = 0, kOneDnn = 1 };
 Bf16GemmPath AutoBf16GemmPath();
 
 const char* SgemmLibraryName(SgemmLibrary library);  // "onednn" / "openblas"
-// The kernels OpenBLAS runs here ("SkylakeX", "Haswell", ...; gemm.cc says
-// how longctx chooses them on CPUs this OpenBLAS does not know).
+// The kernels OpenBLAS chose for this CPU as it loaded ("SkylakeX",
+// "Haswell", ...; "Prescott" on a CPU newer than the OpenBLAS: `longctx
+// bench` then says which OPENBLAS_CORETYPE to start with).
 const char* OpenBlasCoreName();
 
 // How one backend's products run: the precision of F32 products, the library

@@ -214,8 +214,13 @@ TEST(OnlineSoftmax, TileMaxOfEveryTableEqualsTheScalarLoop) {
     std::vector<int> ra(rows), rb(rows);
     for (int j = 0; j < rows; ++j) {
       switch (rng() % 4) {
-        case 0: ra[j] = 0, rb[j] = len; break;            // the whole row
-        case 1: ra[j] = rb[j] = static_cast<int>(rng() % (len + 1)); break;  // nothing
+        case 0:  // the whole row
+          ra[j] = 0;
+          rb[j] = len;
+          break;
+        case 1:  // nothing
+          ra[j] = rb[j] = static_cast<int>(rng() % (len + 1));
+          break;
         default: {
           const int a = static_cast<int>(rng() % len);
           ra[j] = a;
