@@ -306,12 +306,20 @@ void TileExpSum(float* s, int rows, int ld, int len, const int* ra, const int* r
 // step of the backward's pass, shared by TileBackward and the packed AMX
 // driver's amx::BackwardPairs so both give the same bits. Returns whether
 // all 16 lanes are visible.
+// VisibleLanes is that step on 16 lanes the row sees whole, from scores s and
+// dP in registers: every path of the pass (the checked one here, BackwardPairs'
+// whole-row steps, BackwardRegisters) calls it, so they share the operations.
+template <bool kBf16Exp>
+inline void VisibleLanes(__m512 s, __m512 dp, __m512 lv, __m512 blv, __m512 dv, __m512& px, __m512& dsx) {
+  px = ShiftedExp<kBf16Exp>(s, lv, blv);
+  dsx = _mm512_mul_ps(px, _mm512_sub_ps(dp, dv));
+}
+
 template <bool kBf16Exp>
 inline bool BackwardLanes(const float* prow, const float* dsrow, int x, int ra, int rb, __m512 lv, __m512 blv,
                           __m512 dv, __m512& px, __m512& dsx) {
   if (ra <= x && rb >= x + 16) {
-    px = ShiftedExp<kBf16Exp>(_mm512_loadu_ps(prow + x), lv, blv);
-    dsx = _mm512_mul_ps(px, _mm512_sub_ps(_mm512_loadu_ps(dsrow + x), dv));
+    VisibleLanes<kBf16Exp>(_mm512_loadu_ps(prow + x), _mm512_loadu_ps(dsrow + x), lv, blv, dv, px, dsx);
     return true;
   }
   const __mmask16 vis = RangeMask(ra, rb, x);
@@ -456,14 +464,11 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
     int x = 0;
     if (two && ra[i] <= 0 && rb[i] >= len && ra[i1] <= 0 && rb[i1] >= len) {
       for (; x < whole; x += 32) {
-        const __m512 p0a = ShiftedExp<true>(_mm512_loadu_ps(s0 + x), lv0, blv0);
-        const __m512 p0b = ShiftedExp<true>(_mm512_loadu_ps(s0 + x + 16), lv0, blv0);
-        const __m512 p1a = ShiftedExp<true>(_mm512_loadu_ps(s1 + x), lv1, blv1);
-        const __m512 p1b = ShiftedExp<true>(_mm512_loadu_ps(s1 + x + 16), lv1, blv1);
-        const __m512 d0a = _mm512_mul_ps(p0a, _mm512_sub_ps(_mm512_loadu_ps(dp0 + x), dv0));
-        const __m512 d0b = _mm512_mul_ps(p0b, _mm512_sub_ps(_mm512_loadu_ps(dp0 + x + 16), dv0));
-        const __m512 d1a = _mm512_mul_ps(p1a, _mm512_sub_ps(_mm512_loadu_ps(dp1 + x), dv1));
-        const __m512 d1b = _mm512_mul_ps(p1b, _mm512_sub_ps(_mm512_loadu_ps(dp1 + x + 16), dv1));
+        __m512 p0a, p0b, p1a, p1b, d0a, d0b, d1a, d1b;
+        VisibleLanes<true>(_mm512_loadu_ps(s0 + x), _mm512_loadu_ps(dp0 + x), lv0, blv0, dv0, p0a, d0a);
+        VisibleLanes<true>(_mm512_loadu_ps(s0 + x + 16), _mm512_loadu_ps(dp0 + x + 16), lv0, blv0, dv0, p0b, d0b);
+        VisibleLanes<true>(_mm512_loadu_ps(s1 + x), _mm512_loadu_ps(dp1 + x), lv1, blv1, dv1, p1a, d1a);
+        VisibleLanes<true>(_mm512_loadu_ps(s1 + x + 16), _mm512_loadu_ps(dp1 + x + 16), lv1, blv1, dv1, p1b, d1b);
         StorePairsStep(out, x, p0a, p0b, p1a, p1b, d0a, d0b, d1a, d1b);
       }
     }
@@ -488,8 +493,7 @@ void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, i
 inline void BackwardRegisters(__m512 sv, __m512 dpv, int x, int ra, int rb, __m512 lv, __m512 blv, __m512 dv,
                               __m512& px, __m512& dsx) {
   if (ra <= x && rb >= x + 16) {
-    px = ShiftedExp<true>(sv, lv, blv);
-    dsx = _mm512_mul_ps(px, _mm512_sub_ps(dpv, dv));
+    VisibleLanes<true>(sv, dpv, lv, blv, dv, px, dsx);
     return;
   }
   const __mmask16 vis = RangeMask(ra, rb, x);
