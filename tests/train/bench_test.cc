@@ -110,7 +110,8 @@ TEST(BenchTest, RejectsUnknownBf16GemmPathAndPeer) {
 // every L; ms per token is only checked to be positive (no timing thresholds).
 // --documents cuts each length into documents (FLOPs: the documents' own,
 // so 192 + 64 tokens count what lengths 192 and 64 count alone) and
-// --key_parts fixes the backward's key parts; bad values are errors.
+// --key_parts fixes the backward's key parts; bad values are errors;
+// --row_peaks=false measures no peak between the rows.
 TEST(BenchTest, AttentionDocumentsAndKeyParts) {
   auto rows_of = [](const std::string& output) {
     std::vector<nlohmann::json> rows;
@@ -123,7 +124,7 @@ TEST(BenchTest, AttentionDocumentsAndKeyParts) {
   };
   const std::string base = absl::StrCat(LongctxBinary(), " bench attention --config ",
                                         SourcePath("configs/tiny-test.textproto"),
-                                        " --kinds=full --repeats=1 --threads=1 --layer=false");
+                                        " --kinds=full --repeats=1 --threads=1 --layer=false --row_peaks=false");
   const auto docs = RunCommand(base + " --lengths=256 --documents=3,1 --key_parts=2");
   ASSERT_EQ(docs.exit_code, 0) << docs.output;
   const auto alone = RunCommand(base + " --lengths=64,192");
@@ -138,6 +139,7 @@ TEST(BenchTest, AttentionDocumentsAndKeyParts) {
   EXPECT_NEAR(d[0].value("attn_flops", 0.0), a[0].value("attn_flops", 0.0) + a[1].value("attn_flops", 0.0),
               1e-9 * d[0].value("attn_flops", 0.0));
   EXPECT_GT(d[0].value("attn_ms_per_token", 0.0), 0);
+  EXPECT_FALSE(d[0].contains("row_peak_after")) << d[0].dump();  // --row_peaks=false: no peak between rows
   for (const char* bad : {" --lengths=256 --key_parts=9", " --lengths=256 --documents=3,0", " --lengths=256 --documents=x"}) {
     const auto r = RunCommand(base + bad);
     EXPECT_NE(r.exit_code, 0) << bad;
@@ -183,6 +185,32 @@ TEST(BenchTest, AttentionModeReportsLinearBytesPerLength) {
     EXPECT_NEAR(j.value("attn_gflops_best", 0.0) * j.value("attn_best_ms", 0.0) * 1e6, j.value("attn_flops", 0.0),
                 1e-6 * j.value("attn_flops", 0.0));
   }
+  // --row_peaks (default): the peak measured after every row; a row's
+  // "before" is the previous row's "after" (the first row's: the run's first
+  // peak); the best so far never falls and bounds both; the fraction against
+  // it; slow = a peak beside the row more than 10 % below the best so far.
+  double best_so_far = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& j = rows[i];
+    ASSERT_TRUE(j.contains("row_peak_after")) << j.dump();
+    const double before = j.value("row_peak_before", 0.0), after = j.value("row_peak_after", 0.0);
+    EXPECT_GT(after, 0) << j.dump();
+    EXPECT_EQ(before, i == 0 ? j.value("peak_gflops", -1.0) : rows[i - 1].value("row_peak_after", -1.0)) << j.dump();
+    const double run_peak = j.value("run_peak_so_far", 0.0);
+    EXPECT_GE(run_peak, best_so_far) << j.dump();
+    EXPECT_GE(run_peak, std::max(before, after)) << j.dump();
+    best_so_far = run_peak;
+    EXPECT_NEAR(j.value("attn_fraction_of_run_peak", 0.0), j.value("attn_gflops", 0.0) / run_peak, 1e-9);
+    EXPECT_EQ(j.value("slow_phase", true), std::min(before, after) < 0.9 * run_peak) << j.dump();
+  }
+  // The summary's slow rows: against the best peak of the whole run.
+  const double run_best = summary.value("run_peak_gflops", 0.0);
+  EXPECT_GE(run_best, std::max(best_so_far, summary.value("peak_gflops_end", 0.0))) << summary.dump();
+  std::vector<std::string> want_slow;
+  for (const nlohmann::json& j : rows)
+    if (std::min(j.value("row_peak_before", 0.0), j.value("row_peak_after", 0.0)) < 0.9 * run_best)
+      want_slow.push_back(absl::StrCat(j.value("kind", ""), ":", j.value("seq_len", 0)));
+  EXPECT_EQ(summary["slow_rows"].get<std::vector<std::string>>(), want_slow) << summary.dump();
   // The 1-layer model's activation arena is linear in L too.
   EXPECT_DOUBLE_EQ(rows[1].value("layer_activation_bytes", 0.0), 2 * rows[0].value("layer_activation_bytes", 0.0));
   EXPECT_DOUBLE_EQ(summary["swa"]["attn_bytes_per_token_spread"]["max_ratio_to_first"].get<double>(), 1.0);

@@ -288,6 +288,14 @@ GemmPeaks MeasureBackendGemmPeaks(Backend& be) {
   return be.device() == Device::kCpu ? MeasureGemmPeaks() : MeasureDeviceGemmPeaks(be);
 }
 
+double MeasurePeakOfPrecision(Backend& be, bool bf16_precision) {
+  constexpr int kPeakN = 2048, kPeakRepeats = 5;
+  if (be.device() != Device::kCpu) return 0.0;
+  if (bf16_precision && BenchHasBf16Peak()) return MeasureBf16PeakGflops(kPeakN, kPeakRepeats);
+  return std::max(MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOneDnn),
+                  MeasureSgemmPeakGflops(kPeakN, kPeakRepeats, cpu::SgemmLibrary::kOpenBlas));
+}
+
 namespace {
 
 struct BenchFlags {

@@ -62,6 +62,12 @@ GemmPeaks MeasureGemmPeaks();  // 2048³, best of 15, each precision
 GemmPeaks MeasureDeviceGemmPeaks(Backend& backend);
 // MeasureDeviceGemmPeaks for a device backend, else MeasureGemmPeaks (the CPU).
 GemmPeaks MeasureBackendGemmPeaks(Backend& backend);
+// The CPU limit of one precision alone, quickly (2048³, best of 5 per
+// library: ~0.5 s bf16, ~1 s fp32 on 2 cores): `bench attention` measures it
+// after every row, so that each row has the limit next to it in time (a VM's
+// GEMM peak halved and recovered within minutes: docs/BENCHMARKS.md, issue 16).
+// 0 on a device backend (not measured there).
+double MeasurePeakOfPrecision(Backend& backend, bool bf16_precision);
 
 // `longctx bench --config FILE [--steps=N] [--warmup=N] [--precision=fp32|bf16]
 //   [--peer=pytorch [--peer_steps=N] [--peer_warmup=N] [--python=PATH] [--peer_script=PATH]]

@@ -16,7 +16,13 @@
 // attention op's GFLOP/s is also a fraction of the GEMM peak of the run's
 // precision (--precision=bf16: the bf16 peak), measured in the same run
 // before the lengths — and again after them, the summary line reporting the
-// drift between the two (a VM's speed can change within one run).
+// drift between the two (a VM's speed can change within one run). With
+// --row_peaks (default on the CPU) the peak of the run's precision is also
+// measured after every row, so each row has the limit just before and just
+// after it: a row whose two are not both within 10 % of the best peak the run
+// measured ran in a slow phase of the machine (the 2-core VMs' GEMM peak
+// halved and recovered within minutes, the attention's speed with it, but not
+// in proportion), is marked `slow` and named in the summary: rerun it.
 #include <omp.h>
 #include <unistd.h>
 
@@ -36,6 +42,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kernels/backend.h"
 #include "kernels/log.h"
@@ -56,6 +63,9 @@ using Clock = std::chrono::steady_clock;
 
 // |peak after the lengths / peak before - 1| above which the run is flagged.
 constexpr double kPeakDriftWarning = 0.10;
+// A row ran in a slow phase when either peak beside it is more than this
+// fraction below the best peak of the run (--row_peaks).
+constexpr double kSlowPhase = 0.10;
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -205,7 +215,7 @@ absl::Status ParseLengths(const std::string& text, std::vector<int64_t>* out, co
 int RunBenchAttentionCommand(const std::string& config_path, const std::vector<std::string>& overrides_in) {
   std::vector<std::string> overrides = overrides_in;
   std::string lengths_text = "2048,4096,8192,16384,32768", kinds_text = "swa", documents_text, isa_text = "auto";
-  bool time_layer = true, amx = true;
+  bool time_layer = true, amx = true, row_peaks = true;
   int window = 1024, repeats = 3, max_full_len = 32768, key_parts = 0;
   absl::Status st = TakeStringOverride(overrides, "lengths", &lengths_text);
   if (st.ok()) st = TakeStringOverride(overrides, "documents", &documents_text);
@@ -213,6 +223,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   if (st.ok()) st = TakeStringOverride(overrides, "attention_isa", &isa_text);
   if (st.ok()) st = TakeBoolOverride(overrides, "layer", &time_layer);
   if (st.ok()) st = TakeBoolOverride(overrides, "attention_amx", &amx);
+  if (st.ok()) st = TakeBoolOverride(overrides, "row_peaks", &row_peaks);
   if (st.ok()) st = TakeStringOverride(overrides, "kinds", &kinds_text);
   if (st.ok()) st = TakeIntOverride(overrides, "window", 1, &window);
   if (st.ok()) st = TakeIntOverride(overrides, "repeats", 1, &repeats);
@@ -263,12 +274,18 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   std::fprintf(stderr, "bench attention: measuring the GEMM peaks ...\n");
   const GemmPeaks peaks = MeasureBackendGemmPeaks(*be);
   const double peak = peaks.Of(bf16);
+  row_peaks = row_peaks && be->device() == Device::kCpu;
   std::printf("  precision %s; fp32 GEMM peak %.1f GFLOP/s (%s); bf16 GEMM peak %s\n", bf16 ? "bf16" : "fp32",
               peaks.fp32, peaks.fp32_source.c_str(),
               peaks.bf16 > 0 ? absl::StrFormat("%.1f GFLOP/s (%s)", peaks.bf16, peaks.bf16_source).c_str()
                              : peaks.bf16_source.c_str());
-  std::printf("  %-5s %7s %12s %12s %8s %8s %10s %12s %12s %12s %10s\n", "kind", "L", "attn ms/tok", "attn GFLOP/s",
-              "of peak", "best", "attn MiB", "attn B/tok", "layer ms/tok", "layer MiB", "RSS+ MiB");
+  if (row_peaks)
+    std::printf("  row peaks = the GEMM peak of this precision (2048^3, best of 5) before and after the row; of max =\n"
+                "  the median against the best peak measured so far; slow = a row peak >%.0f%% below it: rerun\n",
+                100 * kSlowPhase);
+  std::printf("  %-5s %7s %12s %12s %8s %8s %10s %12s %12s %12s %10s%s\n", "kind", "L", "attn ms/tok", "attn GFLOP/s",
+              "of peak", "best", "attn MiB", "attn B/tok", "layer ms/tok", "layer MiB", "RSS+ MiB",
+              row_peaks ? "    row peaks   of max" : "");
   int64_t total_runs = 0, runs_done = 0;
   for (const std::string& k : kinds)
     for (int64_t L : lengths) total_runs += (k == "swa" || L <= max_full_len) ? 1 : 0;
@@ -278,6 +295,15 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   summary["system"] = "longctx";
   summary["bench"] = "attention-summary";
   summary["loadavg_start"] = LoadAverage();
+  // --row_peaks: the last peak measured (the row's "before"), the best so far,
+  // and each row's two, to flag slow rows against the run's final best.
+  double last_peak = peak, run_peak = peak;
+  struct RowPeaks {
+    std::string kind;
+    int64_t L;
+    double before, after;
+  };
+  std::vector<RowPeaks> row_peak_list;
   for (const std::string& kind_name : kinds) {
     const bool swa = kind_name == "swa";
     const int w = swa ? window : 0;
@@ -291,6 +317,14 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
                                                           swa ? window : 0, L, repeats, config->seed())
                                            : LayerResult{};
       const double attn_s = a.fwd_s + a.bwd_s;
+      const double row_before = last_peak;
+      const double row_after = row_peaks ? MeasurePeakOfPrecision(*be, bf16) : 0.0;
+      if (row_peaks) {
+        last_peak = row_after;
+        run_peak = std::max(run_peak, row_after);
+        row_peak_list.push_back({kind_name, L, row_before, row_after});
+      }
+      const bool slow = row_peaks && std::min(row_before, row_after) < (1 - kSlowPhase) * run_peak;
       double attn_flops = 0;  // per document: its queries x their mean keys
       for (int64_t len : docs)
         if (len > 0) attn_flops += 12.0 * dims->heads * dims->head_dim * MeanKeysPerQuery(len, w) * static_cast<double>(len);
@@ -323,6 +357,14 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
       j["attn_best_ms"] = a.best_s * 1e3;
       j["attn_gflops_best"] = attn_flops / a.best_s / 1e9;
       j["attn_fraction_of_peak_best"] = peak > 0 ? attn_flops / a.best_s / 1e9 / peak : 0.0;
+      if (row_peaks) {  // the limit beside the row (not the run's first): see the file comment
+        j["row_peak_before"] = row_before;
+        j["row_peak_after"] = row_after;
+        j["run_peak_so_far"] = run_peak;
+        j["attn_fraction_of_run_peak"] = attn_flops / attn_s / 1e9 / run_peak;
+        j["attn_fraction_of_run_peak_best"] = attn_flops / a.best_s / 1e9 / run_peak;
+        j["slow_phase"] = slow;
+      }
       j["attn_bytes"] = a.bytes;
       j["attn_bytes_per_token"] = a.bytes / static_cast<double>(L);
       j["attn_rss_gain_mb"] = a.rss_gain_mb;
@@ -331,13 +373,17 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
       j["peak_rss_mb"] = PeakRssMb();
       j["loadavg_end"] = LoadAverage();
       progress.Clear();
-      std::printf("  %-5s %7lld %12.4f %12.1f %7.1f%% %7.1f%% %10.1f %12.0f %12.4f %12.1f %10.1f\n", kind_name.c_str(),
+      const std::string row_peak_text =
+          row_peaks ? absl::StrFormat("  %6.0f/%-6.0f %7.1f%%%s", row_before, row_after,
+                                      100 * attn_flops / attn_s / 1e9 / run_peak, slow ? " slow" : "")
+                    : "";
+      std::printf("  %-5s %7lld %12.4f %12.1f %7.1f%% %7.1f%% %10.1f %12.0f %12.4f %12.1f %10.1f%s\n", kind_name.c_str(),
                   static_cast<long long>(L), attn_s * 1e3 / static_cast<double>(L), attn_flops / attn_s / 1e9,
                   peak > 0 ? 100 * attn_flops / attn_s / 1e9 / peak : 0.0,
                   peak > 0 ? 100 * attn_flops / a.best_s / 1e9 / peak : 0.0, a.bytes / (1024.0 * 1024.0),
                   a.bytes / static_cast<double>(L),
                   layer.seconds * 1e3 / static_cast<double>(L), layer.activation_bytes / (1024.0 * 1024.0),
-                  a.rss_gain_mb);
+                  a.rss_gain_mb, row_peak_text.c_str());
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
       progress.Event(++runs_done, absl::StrFormat("%s L=%lld: %.1f GFLOP/s", kind_name, static_cast<long long>(L),
@@ -385,6 +431,20 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   summary["peak_gflops_end"] = peak_end;  // of this precision, after the lengths
   summary["peak_drift"] = drift;          // peak_gflops_end / peak_gflops - 1
   summary["peak_drift_warning"] = std::fabs(drift) > kPeakDriftWarning;
+  if (row_peaks) {
+    // Slow rows against the run's best peak, now that all of them are known
+    // (a row before the first fast phase was not flagged as it printed).
+    run_peak = std::max(run_peak, peak_end);
+    std::vector<std::string> slow_rows;
+    for (const RowPeaks& r : row_peak_list)
+      if (std::min(r.before, r.after) < (1 - kSlowPhase) * run_peak)
+        slow_rows.push_back(absl::StrCat(r.kind, ":", r.L));
+    summary["run_peak_gflops"] = run_peak;  // the best of every peak of this precision measured in the run
+    summary["slow_rows"] = slow_rows;
+    std::printf("  best GEMM peak of this precision in the run: %.1f GFLOP/s; rows timed in a slow phase (a peak beside "
+                "them >%.0f%% below it): %s\n",
+                run_peak, 100 * kSlowPhase, slow_rows.empty() ? "none" : absl::StrJoin(slow_rows, ", ").c_str());
+  }
   summary["loadavg_end"] = LoadAverage();
   std::printf("%s\n", summary.dump().c_str());
   return 0;

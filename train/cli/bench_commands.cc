@@ -82,6 +82,9 @@ void AddBenchAttention(CommandTable& table) {
          "CPU attention tiles: auto, avx512, avx2 (fp32 tiles, as an AVX2-only CPU runs them) or scalar");
   f->Add(c, "attention_amx", "true",
          "false: bf16 attention on AVX512-BF16 dot products (vdpbf16ps) even where the CPU has AMX");
+  f->Add(c, "row_peaks", "true",
+         "measure the GEMM peak of the run's precision after every row too (CPU), and flag rows timed in a slow "
+         "phase of the machine");
 }
 
 }  // namespace
