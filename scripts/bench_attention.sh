@@ -50,23 +50,43 @@ attn() {  # $1 = binary, $2 = precision, $3 = output file, [$4 = lengths, $5 = k
     --window=1024 --repeats="$REPEATS" --max_full_len=1000000 --precision="$2" > "$3"
 }
 
+# Python shared by the reruns and the table: rows(path) reads a file's JSON
+# lines; chosen(out, prec) takes, per row of the after-run, its first
+# measurement outside a slow phase (a peak beside it >10 % below the best
+# peak of all the precision's invocations: the run and its reruns), else the
+# run's; and returns those rows, that best peak and the rows still slow.
+CHOSEN_PY='
+import glob, json, os
+def rows(path):
+    r = []
+    if os.path.exists(path):
+        for line in open(path):
+            if line.startswith("{"):
+                r.append(json.loads(line))
+    return r
+def chosen(out, prec):
+    run = rows(f"{out}/attn-after-{prec}.jsonl")
+    js = list(run)
+    for f in sorted(glob.glob(f"{out}/attn-rerun-{prec}-*.jsonl")):
+        js += rows(f)
+    best = max([j.get("run_peak_gflops", 0) for j in js] + [0])
+    measured = [j for j in js if j.get("bench") == "attention"]
+    ok = lambda j: "row_peak_after" in j and min(j["row_peak_before"], j["row_peak_after"]) >= 0.9 * best
+    picked, slow = [], []
+    for j in [j for j in run if j.get("bench") == "attention"]:
+        good = [m for m in measured if (m["kind"], m["seq_len"]) == (j["kind"], j["seq_len"]) and ok(m)]
+        picked.append(good[0] if good else j)
+        if not good and "row_peak_after" in j:
+            slow.append(j["kind"] + ":" + str(j["seq_len"]))
+    return picked, best, slow
+'
+
 # The after-run's rows of precision $1 still without a measurement outside a
-# slow phase (kind:L, one per line), judged against the best peak of all its
-# invocations so far (the run and its reruns). Also the table's rule below.
+# slow phase (kind:L, one per line).
 slow_left() {
-  python3 - "$OUT" "$1" <<'PY'
-import glob, json, sys
-out, prec = sys.argv[1], sys.argv[2]
-js = [json.loads(l) for f in [f"{out}/attn-after-{prec}.jsonl"] + sorted(glob.glob(f"{out}/attn-rerun-{prec}-*.jsonl"))
-      for l in open(f) if l.startswith("{")]
-best = max([j.get("run_peak_gflops", 0) for j in js] + [0])
-rows = [j for j in js if j.get("bench") == "attention" and "row_peak_after" in j]
-good = {(j["kind"], j["seq_len"]) for j in rows if min(j["row_peak_before"], j["row_peak_after"]) >= 0.9 * best}
-for j in rows:
-    if (j["kind"], j["seq_len"]) not in good:
-        good.add((j["kind"], j["seq_len"]))  # print each once
-        print(f'{j["kind"]}:{j["seq_len"]}')
-PY
+  python3 -c "$CHOSEN_PY"'
+import sys
+print("\n".join(chosen(sys.argv[1], sys.argv[2])[2]))' "$OUT" "$1"
 }
 
 for prec in fp32 bf16; do
@@ -101,39 +121,15 @@ for T in "${ts[@]+"${ts[@]}"}"; do
   done
 done
 
-python3 - "$OUT" <<'EOF'
-import glob, json, os, sys
+python3 -c "$CHOSEN_PY"'
+exec(open("/dev/stdin").read())' "$OUT" <<'EOF'
+import sys
 out = sys.argv[1]
-def rows(path):
-    r = []
-    if os.path.exists(path):
-        for line in open(path):
-            if line.startswith('{'):
-                r.append(json.loads(line))
-    return r
 print("\n### Attention fwd+bwd (ref-b shape: 8 heads / 4 kv, head_dim 64; one L-token segment)\n")
 print("| kind | L | precision | before GFLOP/s | before % of peak | after GFLOP/s | after % of peak | peak (GFLOP/s) | row peaks before / after | after % of the run's best peak | load (1/5/15 min) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
-def chosen(prec):
-    """Per row of the after-run: its first measurement outside a slow phase
-    (the run's, else a rerun's), else the run's; the best peak of all the
-    precision's invocations; the rows that stayed slow."""
-    js = rows(f"{out}/attn-after-{prec}.jsonl")
-    for f in sorted(glob.glob(f"{out}/attn-rerun-{prec}-*.jsonl")):
-        js += rows(f)
-    best = max([j.get("run_peak_gflops", 0) for j in js] + [0])
-    measured = [j for j in js if j.get("bench") == "attention"]
-    ok = lambda j: "row_peak_after" in j and min(j["row_peak_before"], j["row_peak_after"]) >= 0.9 * best
-    picked, slow = [], set()
-    for j in [j for j in rows(f"{out}/attn-after-{prec}.jsonl") if j.get("bench") == "attention"]:
-        same = [m for m in measured if (m["kind"], m["seq_len"]) == (j["kind"], j["seq_len"])]
-        good = [m for m in same if ok(m)]
-        picked.append(good[0] if good else j)
-        if not good and "row_peak_after" in j:
-            slow.add(f'{j["kind"]}:{j["seq_len"]}')
-    return picked, best, slow
 for prec in ("fp32", "bf16"):
-    after, best_peak, slow = chosen(prec)
+    after, best_peak, slow = chosen(out, prec)
     before = {(j["kind"], j["seq_len"]): j for j in rows(f"{out}/attn-before-{prec}.jsonl") if j.get("bench") == "attention"}
     for j in after:
         b = before.get((j["kind"], j["seq_len"]))
@@ -152,7 +148,7 @@ for prec in ("fp32", "bf16"):
     for j in rows(f"{out}/attn-after-{prec}.jsonl"):
         if j.get("bench") == "attention-summary" and "peak_gflops_end" in j:
             flag = " (warning: the machine's speed changed during the run: rerun it)" if j["peak_drift_warning"] else ""
-            _, best_peak, slow = chosen(prec)
+            _, best_peak, slow = chosen(out, prec)
             best = f', best of the run and its reruns {best_peak:.1f}' if "run_peak_gflops" in j else ""
             print(f'\n{prec}: GEMM peak {j["peak_gflops"]:.1f} GFLOP/s before the lengths, {j["peak_gflops_end"]:.1f} after '
                   f'({100 * j["peak_drift"]:+.1f} %){best}{flag}; timed in a slow phase by the run: '

@@ -66,6 +66,7 @@ constexpr double kPeakDriftWarning = 0.10;
 // A row ran in a slow phase when either peak beside it is more than this
 // fraction below the best peak of the run (--row_peaks).
 constexpr double kSlowPhase = 0.10;
+bool SlowPhase(double before, double after, double best) { return std::min(before, after) < (1 - kSlowPhase) * best; }
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -324,7 +325,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
         run_peak = std::max(run_peak, row_after);
         row_peak_list.push_back({kind_name, L, row_before, row_after});
       }
-      const bool slow = row_peaks && std::min(row_before, row_after) < (1 - kSlowPhase) * run_peak;
+      const bool slow = row_peaks && SlowPhase(row_before, row_after, run_peak);
       double attn_flops = 0;  // per document: its queries x their mean keys
       for (int64_t len : docs)
         if (len > 0) attn_flops += 12.0 * dims->heads * dims->head_dim * MeanKeysPerQuery(len, w) * static_cast<double>(len);
@@ -437,7 +438,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
     run_peak = std::max(run_peak, peak_end);
     std::vector<std::string> slow_rows;
     for (const RowPeaks& r : row_peak_list)
-      if (std::min(r.before, r.after) < (1 - kSlowPhase) * run_peak)
+      if (SlowPhase(r.before, r.after, run_peak))
         slow_rows.push_back(absl::StrCat(r.kind, ":", r.L));
     summary["run_peak_gflops"] = run_peak;  // the best of every peak of this precision measured in the run
     summary["slow_rows"] = slow_rows;
