@@ -7,7 +7,8 @@
 # fails loudly; none may skip (a GPU is required, so a skip is a failure):
 #   1. every Backend op through the CUDA backend against the CPU backend
 #      (backend_consistency_test, cuda instance: F32 and F64, strided views,
-#      padding untouched, repeatable reductions);
+#      padding untouched, repeatable reductions), and attention at precision
+#      bf16 (the tensor-core kernels) against the CPU's fp32 op;
 #   2. the NCCL communicator's collectives on device buffers (mpirun -np N,
 #      N = the GPUs on this node, at most 2);
 #   3. training: the demo model (configs/demo.textproto) for STEPS steps on the
@@ -62,7 +63,7 @@ step "1. backend consistency, cuda instance"
 "$BACKEND_TEST" --gtest_filter='*/BackendConsistencyTest.*/cuda*' 2>&1 | tee "$OUT/backend.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || fail "backend_consistency_test exited $rc"
-grep -q '\[  PASSED  \] 1 test' "$OUT/backend.log" || fail "the cuda instance did not run and pass (skipped?)"
+grep -q '\[  PASSED  \] 2 tests' "$OUT/backend.log" || fail "the cuda instance's two tests did not run and pass (skipped?)"
 grep -q '\[  SKIPPED' "$OUT/backend.log" && fail "the cuda instance was skipped on a machine with a GPU"
 
 step "2. NCCL collectives"

@@ -26,6 +26,10 @@
 // one block per (query tile, head) owns dQ. Every output element is written by
 // one thread in a fixed order: no atomics, bitwise reproducible.
 //
+// At precision bf16, F32 calls with head_dim 32, 64 or 128 go to the
+// tensor-core kernels of attention_mma.cu instead (same op, bf16 tile
+// products); everything else runs the kernels here.
+//
 // NOT YET TUNED: this is a correctness-first scalar implementation (FMA loops
 // over shared memory, tile size picked from the shared-memory budget). It does
 // not use tensor cores (mma/wgmma), asynchronous copies or register tiling;
@@ -35,7 +39,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/attention_args.h"
@@ -58,48 +65,6 @@ struct AttnParams : AttentionView<T> {
   T* delta = nullptr;  // [H, N] dense: D = rowsum(dO * O)
   int tile = 0;
 };
-
-// The first s >= 1 with cu[s] > i (cu[0] = 0 <= i < cu[segments] = n): token
-// i lies in segment s - 1, i.e. [cu[s - 1], cu[s]).
-__device__ __forceinline__ int SegmentEnd(const int32_t* cu, int segments, int i) {
-  int a = 1, b = segments;
-  while (a < b) {
-    const int mid = (a + b) >> 1;
-    if (cu[mid] <= i) {
-      a = mid + 1;
-    } else {
-      b = mid;
-    }
-  }
-  return a;
-}
-
-// Segment [begin, end) containing token i.
-__device__ __forceinline__ void SegmentBounds(const int32_t* cu, int segments, int i, int& begin, int& end) {
-  const int a = SegmentEnd(cu, segments, i);
-  begin = cu[a - 1];
-  end = cu[a];
-}
-
-// The keys [lo, hi) query row i sees (hi <= lo: none), by the rule of
-// kernels/math/attention_visibility.h. The query sits at key index
-// i + cu_k[s] - cu[s] of its segment's end s (bottom-right; 0 in training,
-// where cu_k == cu). Every value is a token index, so it fits in int.
-template <class T>
-__device__ __forceinline__ void QueryKeyRange(const AttnParams<T>& p, int i, int& lo, int& hi) {
-  const int s = SegmentEnd(p.cu, static_cast<int>(p.segments), i);
-  const int64_t pos = math::QueryKeyIndex(i, p.cu[s], p.cu_k[s]);
-  lo = static_cast<int>(math::FirstVisibleKey(p.mask, p.cu_k[s - 1], pos));
-  hi = static_cast<int>(math::EndVisibleKey(p.mask, pos));
-}
-
-// One past the last query that sees key j (training: queries are the keys).
-template <class T>
-__device__ __forceinline__ int QueryHi(const AttnParams<T>& p, int j) {
-  int b, e;
-  SegmentBounds(p.cu, static_cast<int>(p.segments), j, b, e);
-  return static_cast<int>(math::EndQuerySeeing(p.mask, e, j));
-}
 
 // Shared-memory layouts, as offsets in T elements (then `tile` ints). K and V
 // rows are padded to d + 1 and score rows to tile + 1 so the column-wise
@@ -449,6 +414,9 @@ void AttentionForward(const Context& c, const AttentionArgs& a) {
   DispatchFloat(a.q.dtype, "AttentionForward", [&](auto tag) {
     using T = decltype(tag);
     const AttnParams<T> p = MakeParams<T>(a, false);
+    if constexpr (std::is_same_v<T, float>) {
+      if (AttentionMmaUsable(c, p)) return AttentionForwardMma(c, p);
+    }
     Launch<T, FwdLayout>(c, AttnForwardKernel<T>, p, static_cast<int>(p.n), static_cast<int>(p.heads),
                          "AttentionForward");
   });
@@ -462,6 +430,9 @@ void AttentionBackward(const Context& c, const AttentionArgs& a) {
     p.delta = static_cast<T*>(c.workspace->Get(Slot::kAttnDelta, static_cast<size_t>(p.n) * p.heads * sizeof(T)));
     AttnDeltaKernel<T><<<GridFor(int64_t(p.n) * p.heads), kThreads, 0, c.stream>>>(p);
     LONGCTX_CUDA_LAUNCHED();
+    if constexpr (std::is_same_v<T, float>) {
+      if (AttentionMmaUsable(c, p)) return AttentionBackwardMma(c, p, p.delta);
+    }
     const int n = static_cast<int>(p.n);
     Launch<T, KvLayout>(c, AttnBackwardKvKernel<T>, p, n, static_cast<int>(p.kv_heads), "AttentionBackward");
     Launch<T, QLayout>(c, AttnBackwardQKernel<T>, p, n, static_cast<int>(p.heads), "AttentionBackward");

@@ -17,11 +17,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -599,6 +601,84 @@ void CheckAttention(Backend* b, Backend* ref, std::mt19937& rng) {
   }
 }
 
+// ||got - want|| / ||want||, in double.
+template <class T>
+double RelativeError(const std::vector<T>& got, const std::vector<T>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    num += e * e;
+    den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// Attention at precision bf16 (`b` set to MatmulPrecision::kBF16): the CPU
+// backend's bf16 tiles, or the CUDA backend's tensor-core kernels for
+// head_dim 32, 64 and 128 (its scalar kernels for others), against the fp32
+// op of the reference. The products' operands are rounded to bf16, so the
+// outputs agree with fp32 to bf16 accuracy, judged by the relative norm error
+// (bound 2e-2; bf16 operands land between 1e-3 and 1e-2, the CPU at 2.5e-3 to 4.5e-3). `expect_bf16_heads`:
+// the backend must show that rounding (error > 1e-5; an fp32 path would be
+// near 1e-7) for those head_dims, so a dispatch that silently ran fp32 fails.
+// The backward is repeated and must give the same bits.
+void CheckAttentionBf16(Backend* b, Backend* ref, std::mt19937& rng, bool expect_bf16_heads) {
+  using T = float;
+  const std::vector<AttnCase> cases = {
+      {{1, 5, 130, 1, 0, 163}, 4, 2, 32, 0, 0.0, 0},  // documents, empty and length-1 ones, GQA
+      {{300}, 2, 1, 64, 0, 0.2, 5},                   // one long segment, explicit scale, strided
+      {{70, 1, 229}, 4, 2, 128, 100, 0.0, 1},         // window longer than a tile, head_dim 128
+      {{200, 57, 3}, 2, 2, 64, 17, 0.0, 2},           // window inside a tile
+      {{64, 128, 65}, 2, 1, 32, 0, 0.0, 0},           // documents on and off the 64-row tiles
+      {{90}, 2, 2, 24, 0, 0.0, 0},                    // a head_dim no tensor-core kernel takes
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const AttnCase& c = cases[ci];
+    const std::string what = "bf16 attention case " + std::to_string(ci) + " (head_dim " +
+                             std::to_string(c.head_dim) + ")";
+    std::vector<int32_t> cu = {0};
+    for (int32_t len : c.seqlens) cu.push_back(cu.back() + len);
+    const int64_t n = cu.back(), h = c.heads, hkv = c.kv_heads, d = c.head_dim;
+    Ints cu_seqlens(b, cu);
+    Twin<T> q(b, {n, h, d}, c.pad), k(b, {n, hkv, d}, c.pad), v(b, {n, hkv, d}, c.pad);
+    Twin<T> o(b, {n, h, d}, c.pad), lse(b, {h, n}, 0), d_o(b, {n, h, d}, c.pad);
+    Twin<T> dq(b, {n, h, d}, c.pad), dk(b, {n, hkv, d}, c.pad), dv(b, {n, hkv, d}, c.pad);
+    for (Twin<T>* t : {&q, &k, &v, &o, &lse, &d_o, &dq, &dk, &dv}) t->Random(rng, -2, 2).Upload();
+    AttentionParams pr, pd;
+    pr.q = q.ref(), pr.k = k.ref(), pr.v = v.ref(), pr.o = o.ref(), pr.lse = lse.ref();
+    pr.d_o = d_o.ref(), pr.dq = dq.ref(), pr.dk = dk.ref(), pr.dv = dv.ref();
+    pr.cu_seqlens = cu_seqlens.ref();
+    pd.q = q.dev(), pd.k = k.dev(), pd.v = v.dev(), pd.o = o.dev(), pd.lse = lse.dev();
+    pd.d_o = d_o.dev(), pd.dq = dq.dev(), pd.dk = dk.dev(), pd.dv = dv.dev();
+    pd.cu_seqlens = cu_seqlens.dev();
+    pr.window = pd.window = c.window;
+    pr.scale = pd.scale = c.scale;
+
+    ref->AttentionForward(pr);
+    b->AttentionForward(pd);
+    ref->AttentionBackward(pr);
+    b->AttentionBackward(pd);
+    const std::vector<T> got_dq = dq.Download(), got_dk = dk.Download(), got_dv = dv.Download();
+    const std::vector<std::pair<const char*, double>> errors = {
+        {"o", RelativeError(o.Download(), o.host())},     {"lse", RelativeError(lse.Download(), lse.host())},
+        {"dq", RelativeError(got_dq, dq.host())},         {"dk", RelativeError(got_dk, dk.host())},
+        {"dv", RelativeError(got_dv, dv.host())},
+    };
+    const bool tensor_core_head = d == 32 || d == 64 || d == 128;
+    for (const auto& [name, err] : errors) {
+      EXPECT_LE(err, 2e-2) << what << " " << name << ": relative error against fp32";
+      if (expect_bf16_heads && tensor_core_head && std::string(name) != "lse") {
+        EXPECT_GT(err, 1e-5) << what << " " << name << ": as close as fp32, so the bf16 kernels did not run";
+      }
+      std::printf("%s %s: relative error %.3g against fp32\n", what.c_str(), name, err);
+    }
+    b->AttentionBackward(pd);
+    ExpectBitwiseEqual(dq.Download(), got_dq, what + " dq");
+    ExpectBitwiseEqual(dk.Download(), got_dk, what + " dk");
+    ExpectBitwiseEqual(dv.Download(), got_dv, what + " dv");
+  }
+}
+
 // The forward-only inference generalisation (keys with their own bottom-right
 // aligned segments, a diagonal offset) and the log-sum-exp merge, including
 // rows that see no key (lse = -inf) and rows empty in both merged parts.
@@ -750,6 +830,14 @@ TEST_P(BackendConsistencyTest, EveryOpMatchesCpuBackend) {
     SCOPED_TRACE("F64");
     CheckAllOps<double>(backend_.get(), reference_.get(), 5678);
   }
+}
+
+// The bf16 attention kernels (precision bf16) against the reference's fp32
+// op; on the cuda instance these are the tensor-core kernels.
+TEST_P(BackendConsistencyTest, Bf16AttentionMatchesF32Reference) {
+  ASSERT_TRUE(backend_->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
+  std::mt19937 rng(test::FreshSeed(4321));
+  CheckAttentionBf16(backend_.get(), reference_.get(), rng, GetParam() == "cuda");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendConsistencyTest, ::testing::Values("cpu", "cuda"),
