@@ -415,7 +415,7 @@ void AttentionForward(const Context& c, const AttentionArgs& a) {
     using T = decltype(tag);
     const AttnParams<T> p = MakeParams<T>(a, false);
     if constexpr (std::is_same_v<T, float>) {
-      if (AttentionMmaUsable(c, p)) return AttentionForwardMma(c, p);
+      if (AttentionMmaUsable(c, p)) return AttentionForwardMma(c, p, a.k.shape[0]);
     }
     Launch<T, FwdLayout>(c, AttnForwardKernel<T>, p, static_cast<int>(p.n), static_cast<int>(p.heads),
                          "AttentionForward");

@@ -69,28 +69,45 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// The bf16 pair at column x (even) of row r of a shared array with leading dimension ld.
-__device__ __forceinline__ uint32_t Pair(const Bf16* s, int ld, int r, int x) {
-  return *reinterpret_cast<const uint32_t*>(s + r * ld + x);
+__device__ __forceinline__ unsigned SmemAddress(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// The A fragment (16 x 16, row-major) at rows r0.., columns k0.. of a shared
-// array: PTX's layout for m16n8k16 (lane = 4 g + t: rows g and g + 8,
-// columns 2t, 2t + 1 and those + 8).
+// Four 8 x 8 bf16 matrices from shared memory, lanes 8m..8m+7 addressing the
+// rows of matrix m; each lane gets (row lane/4, columns 2(lane%4), +1) of each
+// (PTX ldmatrix), or with .trans (rows 2(lane%4), +1; column lane/4).
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const Bf16* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddress(row)));
+}
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const Bf16* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddress(row)));
+}
+
+// The A fragment (16 x 16) at rows r0.., columns k0.. of a row-major shared
+// array (leading dimension ld): matrices (r0, k0), (r0 + 8, k0), (r0, k0 + 8),
+// (r0 + 8, k0 + 8) are a's four registers in PTX's m16n8k16 layout.
 __device__ __forceinline__ void LoadA(uint32_t (&a)[4], const Bf16* s, int ld, int r0, int k0, int lane) {
-  const int g = lane >> 2, t = (lane & 3) * 2;
-  a[0] = Pair(s, ld, r0 + g, k0 + t);
-  a[1] = Pair(s, ld, r0 + g + 8, k0 + t);
-  a[2] = Pair(s, ld, r0 + g, k0 + t + 8);
-  a[3] = Pair(s, ld, r0 + g + 8, k0 + t + 8);
+  const int m = lane >> 3, r = lane & 7;
+  LdMatrixX4(a, s + (r0 + (m & 1) * 8 + r) * ld + k0 + (m >> 1) * 8);
 }
 
-// The B fragment (16 x 8, k x n) whose column n is row n0 + n of a shared
-// array (k along the row): lane 4 g + t holds k = 2t, 2t + 1 and those + 8 of column g.
-__device__ __forceinline__ void LoadB(uint32_t& b0, uint32_t& b1, const Bf16* s, int ld, int n0, int k0, int lane) {
-  const int g = lane >> 2, t = (lane & 3) * 2;
-  b0 = Pair(s, ld, n0 + g, k0 + t);
-  b1 = Pair(s, ld, n0 + g, k0 + t + 8);
+// B fragments (16 x 8, k x n) of two n8 products, columns n0.. (b[0], b[1])
+// and n0 + 8.. (b[2], b[3]), k0..k0 + 15, from a shared array whose row n
+// holds the k values (K for S = Q K^T).
+__device__ __forceinline__ void LoadB2(uint32_t (&b)[4], const Bf16* s, int ld, int n0, int k0, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  LdMatrixX4(b, s + (n0 + (m >> 1) * 8 + r) * ld + k0 + (m & 1) * 8);
+}
+
+// The same from a shared array whose row k holds the n values (V for P V):
+// ldmatrix's transpose.
+__device__ __forceinline__ void LoadB2Trans(uint32_t (&b)[4], const Bf16* s, int ld, int k0, int n0, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  LdMatrixX4Trans(b, s + (k0 + (m & 1) * 8 + r) * ld + n0 + (m >> 1) * 8);
 }
 
 // FlashAttention-2's register reuse: the accumulators of two adjacent n8
@@ -103,20 +120,33 @@ __device__ __forceinline__ void AccToA(uint32_t (&a)[4], const float (&c0)[4], c
   a[3] = PackBf16(c1[2], c1[3]);
 }
 
-// rows x D of a token-major F32 tensor (rows row0.., columns col.., row
-// stride ld) times `scale`, rounded to bf16, into shared memory: row-major
-// (leading dimension D + kPad) into dst and/or transposed (leading dimension
-// ld_t) into dst_t. Rows from `valid` on are zeros (keys past the tile's end
-// must not bring NaN into P V).
-template <int D>
-__device__ __forceinline__ void StageRows(Bf16* dst, Bf16* dst_t, int ld_t, int rows, const float* src, int64_t ld,
-                                          int64_t col, int row0, int valid, float scale) {
-  for (int e = threadIdx.x; e < rows * D; e += kMmaThreads) {
-    const int r = e / D, x = e - r * D;
-    const float v = r < valid ? scale * src[static_cast<int64_t>(row0 + r) * ld + col + x] : 0.f;
-    const Bf16 b = __float2bfloat16_rn(v);
-    if (dst != nullptr) dst[r * (D + kPad) + x] = b;
-    if (dst_t != nullptr) dst_t[x * ld_t + r] = b;
+// Asynchronous 16-byte global -> shared copies (sm_80+), in commit groups.
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddress(smem)), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Wait until at most N of this thread's groups are still in flight.
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The bf16 copies the kernels stage from (AttentionBf16Copies below): dense
+// [rows][heads * D], rows padded with zeros to a multiple of 64, so every
+// tile the kernels copy (aligned to its height) lies inside.
+struct Bf16Copies {
+  const Bf16 *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;  // q: scale * Q
+};
+
+// ROWS x D of a copy (ld elements per token row) from token row0, column col
+// into shared rows of D + kPad, as 16-byte asynchronous copies (the caller
+// commits and waits).
+template <int D, int ROWS>
+__device__ __forceinline__ void CopyTile(Bf16* s, const Bf16* g, int64_t ld, int64_t row0, int64_t col) {
+  constexpr int kChunks = ROWS * D / 8, kRowChunks = D / 8;
+  for (int c = threadIdx.x; c < kChunks; c += kMmaThreads) {
+    const int r = c / kRowChunks, x = (c - r * kRowChunks) * 8;
+    CpAsync16(s + r * (D + kPad) + x, g + (row0 + r) * ld + col + x);
   }
 }
 
@@ -143,119 +173,136 @@ __device__ __forceinline__ WarpKeys WarpKeyRange(const AttentionView<float>& p, 
 
 template <int D>
 struct FwdSmem {
-  static constexpr int kLd = D + kPad, kLdT = kBlockRows + kPad;
-  Bf16 q[kBlockRows * kLd];   // scaled Q of the block's 64 queries
-  Bf16 k[kBlockRows * kLd];   // a key tile, 64 keys
-  Bf16 vt[D * kLdT];          // its V, transposed
+  static constexpr int kLd = D + kPad;
+  alignas(16) Bf16 q[kBlockRows * kLd];     // scaled Q of the block's 64 queries
+  alignas(16) Bf16 k[2][kBlockRows * kLd];  // key tiles of 64 keys, double-buffered
+  alignas(16) Bf16 v[2][kBlockRows * kLd];
 };
 
 template <int D>
-__global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<float> p) {
+__global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<float> p, Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
   using S = FwdSmem<D>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
-  constexpr int kTileN = kBlockRows / 8;  // n8 products per key tile
+  constexpr int kLd = S::kLd, kTileN = kBlockRows / 8;  // n8 products per key tile
   const int n = static_cast<int>(p.n), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t2 = (lane & 3) * 2;
+  const int t2 = (lane & 3) * 2;
   const int h = blockIdx.y, kvh = h / static_cast<int>(p.group);
+  const int64_t ldq = p.heads * D, ldk = p.kv_heads * D;
   const int q0 = blockIdx.x * kBlockRows, nq = min(kBlockRows, n - q0);
   const int w0 = warp * kWarpRows;
   const WarpKeys wk = WarpKeyRange(p, q0 + w0, min(kWarpRows, nq - w0));
   int block_lo, block_hi, unused;
   QueryKeyRange(p, q0, block_lo, unused);
   QueryKeyRange(p, q0 + nq - 1, unused, block_hi);
-  // This thread's two rows (C layout): ra = q0 + w0 + g and rb = ra + 8.
-  const int ra = q0 + w0 + g, rb = ra + 8;
+  // This thread's two rows (C layout): ra = q0 + w0 + lane/4 and rb = ra + 8.
+  const int ra = q0 + w0 + (lane >> 2), rb = ra + 8;
   int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
   if (ra < n) QueryKeyRange(p, ra, lo_a, hi_a);
   if (rb < n) QueryKeyRange(p, rb, lo_b, hi_b);
 
-  StageRows<D>(sm.q, nullptr, 0, kBlockRows, p.q, p.sq, int64_t(h) * D, q0, nq, p.scale);
+  // Key tiles start on multiples of 64 (16-byte aligned copies); keys of a
+  // tile before block_lo are masked like any other invisible key.
+  const int first = block_lo / kBlockRows * kBlockRows;
+  auto stage = [&](int buf, int t0) {
+    CopyTile<D, kBlockRows>(sm.k[buf], b.k, ldk, t0, int64_t(kvh) * D);
+    CopyTile<D, kBlockRows>(sm.v[buf], b.v, ldk, t0, int64_t(kvh) * D);
+  };
+  CopyTile<D, kBlockRows>(sm.q, b.q, ldq, q0, int64_t(h) * D);
+  CpAsyncCommit();
+  if (first < block_hi) stage(0, first);
+  CpAsyncCommit();
+  CpAsyncWait<1>();  // Q has landed
   __syncthreads();
   uint32_t qf[D / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) LoadA(qf[kk], sm.q, S::kLd, w0, kk * 16, lane);
+  for (int kk = 0; kk < D / 16; ++kk) LoadA(qf[kk], sm.q, kLd, w0, kk * 16, lane);
 
   float o[D / 8][4];
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
   float m_a = math::NegInf<float>(), m_b = m_a, l_a = 0.f, l_b = 0.f;  // l: this thread's columns only
 
-  for (int t0 = block_lo; t0 < block_hi; t0 += kBlockRows) {
-    const int nk = min(kBlockRows, block_hi - t0);
-    __syncthreads();  // the previous tile's readers are done
-    StageRows<D>(sm.k, nullptr, 0, kBlockRows, p.k, p.sk, int64_t(kvh) * D, t0, nk, 1.f);
-    StageRows<D>(nullptr, sm.vt, S::kLdT, kBlockRows, p.v, p.sv, int64_t(kvh) * D, t0, nk, 1.f);
+  int buf = 0;
+  for (int t0 = first; t0 < block_hi; t0 += kBlockRows, buf ^= 1) {
+    if (t0 + kBlockRows < block_hi) stage(buf ^ 1, t0 + kBlockRows);  // the next tile, while this one computes
+    CpAsyncCommit();
+    CpAsyncWait<1>();  // this tile has landed
     __syncthreads();
-    if (wk.Skips(t0, kBlockRows)) continue;
-
-    float s[kTileN][4];
+    if (!wk.Skips(t0, kBlockRows)) {
+      const Bf16 *ks = sm.k[buf], *vs = sm.v[buf];
+      float s[kTileN][4];
 #pragma unroll
-    for (int nt = 0; nt < kTileN; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+      for (int nt = 0; nt < kTileN; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
+      for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+        for (int np = 0; np < kTileN / 2; ++np) {
+          uint32_t bb[4];
+          LoadB2(bb, ks, kLd, np * 16, kk * 16, lane);
+          Mma(s[2 * np], qf[kk], bb[0], bb[1]);
+          Mma(s[2 * np + 1], qf[kk], bb[2], bb[3]);
+        }
+      if (!wk.Inside(t0, kBlockRows)) {
+#pragma unroll
+        for (int nt = 0; nt < kTileN; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = t0 + nt * 8 + t2 + (e & 1);
+            const bool seen = e < 2 ? (j >= lo_a && j < hi_a) : (j >= lo_b && j < hi_b);
+            if (!seen) s[nt][e] = math::NegInf<float>();
+          }
+      }
+      // Online softmax on the registers: the quad (lanes 4g..4g+3) holds a row.
+      float mx_a = math::NegInf<float>(), mx_b = mx_a;
 #pragma unroll
       for (int nt = 0; nt < kTileN; ++nt) {
-        uint32_t b0, b1;
-        LoadB(b0, b1, sm.k, S::kLd, nt * 8, kk * 16, lane);
-        Mma(s[nt], qf[kk], b0, b1);
+        mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
+        mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
       }
-    if (!wk.Inside(t0, kBlockRows)) {
 #pragma unroll
-      for (int nt = 0; nt < kTileN; ++nt)
+      for (int x = 1; x <= 2; x <<= 1) {
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, x));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, x));
+      }
+      const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);
+      const float alpha_a = math::SoftmaxRescale(m_a, new_a), alpha_b = math::SoftmaxRescale(m_b, new_b);
+      m_a = new_a, m_b = new_b;
+      const float shift_a = math::SoftmaxSafeMax(m_a), shift_b = math::SoftmaxSafeMax(m_b);
+      float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = t0 + nt * 8 + t2 + (e & 1);
-          const bool seen = e < 2 ? (j >= lo_a && j < hi_a) : (j >= lo_b && j < hi_b);
-          if (!seen) s[nt][e] = math::NegInf<float>();
-        }
-    }
-    // Online softmax on the registers: the quad (lanes 4g..4g+3) holds a row.
-    float mx_a = math::NegInf<float>(), mx_b = mx_a;
-#pragma unroll
-    for (int nt = 0; nt < kTileN; ++nt) {
-      mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
-      mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
-    }
-#pragma unroll
-    for (int x = 1; x <= 2; x <<= 1) {
-      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, x));
-      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, x));
-    }
-    const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);
-    const float alpha_a = math::SoftmaxRescale(m_a, new_a), alpha_b = math::SoftmaxRescale(m_b, new_b);
-    m_a = new_a, m_b = new_b;
-    const float shift_a = math::SoftmaxSafeMax(m_a), shift_b = math::SoftmaxSafeMax(m_b);
-    float sum_a = 0.f, sum_b = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < kTileN; ++nt) {
-      s[nt][0] = __expf(s[nt][0] - shift_a);
-      s[nt][1] = __expf(s[nt][1] - shift_a);
-      s[nt][2] = __expf(s[nt][2] - shift_b);
-      s[nt][3] = __expf(s[nt][3] - shift_b);
-      sum_a += s[nt][0] + s[nt][1];
-      sum_b += s[nt][2] + s[nt][3];
-    }
-    l_a = l_a * alpha_a + sum_a;
-    l_b = l_b * alpha_b + sum_b;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      o[dt][0] *= alpha_a, o[dt][1] *= alpha_a;
-      o[dt][2] *= alpha_b, o[dt][3] *= alpha_b;
-    }
-    // O += P V, P straight from S's registers.
-#pragma unroll
-    for (int kc = 0; kc < kBlockRows / 16; ++kc) {
-      uint32_t pa[4];
-      AccToA(pa, s[2 * kc], s[2 * kc + 1]);
+      for (int nt = 0; nt < kTileN; ++nt) {
+        s[nt][0] = __expf(s[nt][0] - shift_a);
+        s[nt][1] = __expf(s[nt][1] - shift_a);
+        s[nt][2] = __expf(s[nt][2] - shift_b);
+        s[nt][3] = __expf(s[nt][3] - shift_b);
+        sum_a += s[nt][0] + s[nt][1];
+        sum_b += s[nt][2] + s[nt][3];
+      }
+      l_a = l_a * alpha_a + sum_a;
+      l_b = l_b * alpha_b + sum_b;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
-        uint32_t b0, b1;
-        LoadB(b0, b1, sm.vt, S::kLdT, dt * 8, kc * 16, lane);
-        Mma(o[dt], pa, b0, b1);
+        o[dt][0] *= alpha_a, o[dt][1] *= alpha_a;
+        o[dt][2] *= alpha_b, o[dt][3] *= alpha_b;
+      }
+      // O += P V, P straight from S's registers.
+#pragma unroll
+      for (int kc = 0; kc < kBlockRows / 16; ++kc) {
+        uint32_t pa[4];
+        AccToA(pa, s[2 * kc], s[2 * kc + 1]);
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t bb[4];
+          LoadB2Trans(bb, vs, kLd, kc * 16, dp * 16, lane);
+          Mma(o[2 * dp], pa, bb[0], bb[1]);
+          Mma(o[2 * dp + 1], pa, bb[2], bb[3]);
+        }
       }
     }
+    __syncthreads();  // every warp is done with this buffer before it is refilled
   }
+  CpAsyncWait<0>();
 
   // The quad's partial sums, added in the same order on every lane.
 #pragma unroll
@@ -282,26 +329,26 @@ __global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<fl
 
 template <int D, int BQ>
 struct KvSmem {
-  static constexpr int kLd = D + kPad, kLdT = BQ + kPad;
-  Bf16 k[kBlockRows * kLd];  // the block's 64 keys (A operands)
-  Bf16 v[kBlockRows * kLd];
-  Bf16 q[BQ * kLd];          // a query tile: scaled Q and dO as B of S^T, dP^T
-  Bf16 d_o[BQ * kLd];
-  Bf16 qt[D * kLdT];         // ... and transposed, as B of dK, dV
-  Bf16 dot[D * kLdT];
-  float lse[BQ], delta[BQ];
-  int lo[BQ], hi[BQ];        // each query's visible keys
+  static constexpr int kLd = D + kPad;
+  alignas(16) Bf16 k[kBlockRows * kLd];  // the block's 64 keys (A operands)
+  alignas(16) Bf16 v[kBlockRows * kLd];
+  alignas(16) Bf16 q[2][BQ * kLd];       // query tiles (scaled Q, dO), double-buffered
+  alignas(16) Bf16 d_o[2][BQ * kLd];
+  float lse[2][BQ], delta[2][BQ];
+  int lo[2][BQ], hi[2][BQ];              // each query's visible keys
 };
 
 template <int D, int BQ>
-__global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView<float> p, const float* delta) {
+__global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView<float> p, const float* delta,
+                                                                   Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
   using S = KvSmem<D, BQ>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
-  constexpr int kTileN = BQ / 8;
+  constexpr int kLd = S::kLd, kTileN = BQ / 8;
   const int n = static_cast<int>(p.n), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t2 = (lane & 3) * 2;
+  const int t2 = (lane & 3) * 2;
   const int kvh = blockIdx.y, group = static_cast<int>(p.group);
+  const int64_t ldq = p.heads * D, ldk = p.kv_heads * D;
   const int j0 = blockIdx.x * kBlockRows, nk = min(kBlockRows, n - j0);
   const int w0 = warp * kWarpRows, wkeys = min(kWarpRows, nk - w0);
   // Queries that see a key of the block, and of the warp's keys.
@@ -311,10 +358,31 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView
     wq_begin = static_cast<int>(math::FirstQuerySeeing(p.mask, j0 + w0));
     wq_end = QueryHi(p, j0 + w0 + wkeys - 1);
   }
-  const int ja = j0 + w0 + g, jb = ja + 8;  // this thread's key rows
+  const int ja = j0 + w0 + (lane >> 2), jb = ja + 8;  // this thread's key rows
 
-  StageRows<D>(sm.k, nullptr, 0, kBlockRows, p.k, p.sk, int64_t(kvh) * D, j0, nk, 1.f);
-  StageRows<D>(sm.v, nullptr, 0, kBlockRows, p.v, p.sv, int64_t(kvh) * D, j0, nk, 1.f);
+  // Steps: (query head of the group, query tile), tiles on multiples of BQ.
+  const int first = q_begin / BQ * BQ;
+  const int tiles = first < q_end ? (q_end - first + BQ - 1) / BQ : 0, steps = group * tiles;
+  auto stage = [&](int step, int buf) {
+    const int hh = step / tiles, t0 = first + (step - hh * tiles) * BQ, h = kvh * group + hh;
+    CopyTile<D, BQ>(sm.q[buf], b.q, ldq, t0, int64_t(h) * D);
+    CopyTile<D, BQ>(sm.d_o[buf], b.d_o, ldq, t0, int64_t(h) * D);
+    for (int r = threadIdx.x; r < BQ; r += kMmaThreads) {
+      const int i = t0 + r;
+      int lo = 0, hi = 0;  // queries past the end see nothing
+      float lse = 0.f, dd = 0.f;
+      if (i < n) {
+        QueryKeyRange(p, i, lo, hi);
+        lse = p.lse[int64_t(h) * p.slse + i];
+        dd = delta[int64_t(h) * n + i];
+      }
+      sm.lo[buf][r] = lo, sm.hi[buf][r] = hi, sm.lse[buf][r] = lse, sm.delta[buf][r] = dd;
+    }
+  };
+  CopyTile<D, kBlockRows>(sm.k, b.k, ldk, j0, int64_t(kvh) * D);
+  CopyTile<D, kBlockRows>(sm.v, b.v, ldk, j0, int64_t(kvh) * D);
+  if (steps > 0) stage(0, 0);
+  CpAsyncCommit();
 
   float dk[D / 8][4], dv[D / 8][4];
 #pragma unroll
@@ -322,26 +390,17 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
 
-  for (int hh = 0; hh < group; ++hh) {
-    const int h = kvh * group + hh;
-    for (int t0 = q_begin; t0 < q_end; t0 += BQ) {
-      const int nq = min(BQ, q_end - t0);
-      __syncthreads();  // the previous tile's readers are done
-      StageRows<D>(sm.q, sm.qt, S::kLdT, BQ, p.q, p.sq, int64_t(h) * D, t0, nq, p.scale);
-      StageRows<D>(sm.d_o, sm.dot, S::kLdT, BQ, p.d_o, p.sdo, int64_t(h) * D, t0, nq, 1.f);
-      for (int r = threadIdx.x; r < BQ; r += kMmaThreads) {
-        int lo = 0, hi = 0;  // queries past the tile see nothing
-        float lse = 0.f, dd = 0.f;
-        if (r < nq) {
-          QueryKeyRange(p, t0 + r, lo, hi);
-          lse = p.lse[int64_t(h) * p.slse + t0 + r];
-          dd = delta[int64_t(h) * n + t0 + r];
-        }
-        sm.lo[r] = lo, sm.hi[r] = hi, sm.lse[r] = lse, sm.delta[r] = dd;
-      }
-      __syncthreads();
-      if (wkeys <= 0 || t0 >= wq_end || t0 + BQ <= wq_begin) continue;
-
+  int buf = 0;
+  for (int step = 0; step < steps; ++step, buf ^= 1) {
+    if (step + 1 < steps) stage(step + 1, buf ^ 1);
+    CpAsyncCommit();
+    CpAsyncWait<1>();
+    __syncthreads();
+    const int t0 = first + (step % tiles) * BQ;
+    if (wkeys > 0 && t0 < wq_end && t0 + BQ > wq_begin) {
+      const Bf16 *qs = sm.q[buf], *dos = sm.d_o[buf];
+      const int *lo = sm.lo[buf], *hi = sm.hi[buf];
+      const float *lse = sm.lse[buf], *dd = sm.delta[buf];
       // S^T = K (scale Q)^T and dP^T = V dO^T: the warp's 16 keys x BQ queries.
       float s[kTileN][4], dp[kTileN][4];
 #pragma unroll
@@ -351,15 +410,17 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t ka[4], va[4];
-        LoadA(ka, sm.k, S::kLd, w0, kk * 16, lane);
-        LoadA(va, sm.v, S::kLd, w0, kk * 16, lane);
+        LoadA(ka, sm.k, kLd, w0, kk * 16, lane);
+        LoadA(va, sm.v, kLd, w0, kk * 16, lane);
 #pragma unroll
-        for (int nt = 0; nt < kTileN; ++nt) {
-          uint32_t b0, b1;
-          LoadB(b0, b1, sm.q, S::kLd, nt * 8, kk * 16, lane);
-          Mma(s[nt], ka, b0, b1);
-          LoadB(b0, b1, sm.d_o, S::kLd, nt * 8, kk * 16, lane);
-          Mma(dp[nt], va, b0, b1);
+        for (int np = 0; np < kTileN / 2; ++np) {
+          uint32_t bb[4];
+          LoadB2(bb, qs, kLd, np * 16, kk * 16, lane);
+          Mma(s[2 * np], ka, bb[0], bb[1]);
+          Mma(s[2 * np + 1], ka, bb[2], bb[3]);
+          LoadB2(bb, dos, kLd, np * 16, kk * 16, lane);
+          Mma(dp[2 * np], va, bb[0], bb[1]);
+          Mma(dp[2 * np + 1], va, bb[2], bb[3]);
         }
       }
       // P^T = exp(S^T - lse) where visible, dS^T = P^T (dP^T - D).
@@ -369,27 +430,31 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView
         for (int e = 0; e < 4; ++e) {
           const int c = nt * 8 + t2 + (e & 1);
           const int j = e < 2 ? ja : jb;
-          const float pr = (j >= sm.lo[c] && j < sm.hi[c]) ? __expf(s[nt][e] - sm.lse[c]) : 0.f;
-          dp[nt][e] = math::SoftmaxGradScore(pr, dp[nt][e], sm.delta[c]);
+          const float pr = (j >= lo[c] && j < hi[c]) ? __expf(s[nt][e] - lse[c]) : 0.f;
+          dp[nt][e] = math::SoftmaxGradScore(pr, dp[nt][e], dd[c]);
           s[nt][e] = pr;
         }
-      // dV += P^T dO, dK += dS^T (scale Q).
+      // dV += P^T dO, dK += dS^T (scale Q): B from the query rows, transposed.
 #pragma unroll
       for (int kc = 0; kc < BQ / 16; ++kc) {
         uint32_t pa[4], da[4];
         AccToA(pa, s[2 * kc], s[2 * kc + 1]);
         AccToA(da, dp[2 * kc], dp[2 * kc + 1]);
 #pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          uint32_t b0, b1;
-          LoadB(b0, b1, sm.dot, S::kLdT, dt * 8, kc * 16, lane);
-          Mma(dv[dt], pa, b0, b1);
-          LoadB(b0, b1, sm.qt, S::kLdT, dt * 8, kc * 16, lane);
-          Mma(dk[dt], da, b0, b1);
+        for (int dn = 0; dn < D / 16; ++dn) {
+          uint32_t bb[4];
+          LoadB2Trans(bb, dos, kLd, kc * 16, dn * 16, lane);
+          Mma(dv[2 * dn], pa, bb[0], bb[1]);
+          Mma(dv[2 * dn + 1], pa, bb[2], bb[3]);
+          LoadB2Trans(bb, qs, kLd, kc * 16, dn * 16, lane);
+          Mma(dk[2 * dn], da, bb[0], bb[1]);
+          Mma(dk[2 * dn + 1], da, bb[2], bb[3]);
         }
       }
     }
+    __syncthreads();  // every warp is done with this buffer before it is refilled
   }
+  CpAsyncWait<0>();
 
   if (ja < j0 + nk) {
     float* krow = p.dk + int64_t(ja) * p.sdk + int64_t(kvh) * D + t2;
@@ -415,30 +480,31 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView
 
 template <int D, int BK>
 struct QSmem {
-  static constexpr int kLd = D + kPad, kLdT = BK + kPad;
-  Bf16 q[kBlockRows * kLd];  // the block's 64 queries: scaled Q and dO (A operands)
-  Bf16 d_o[kBlockRows * kLd];
-  Bf16 k[BK * kLd];          // a key tile (B of S and dP)
-  Bf16 v[BK * kLd];
-  Bf16 kt[D * kLdT];         // its K transposed (B of dQ)
+  static constexpr int kLd = D + kPad;
+  alignas(16) Bf16 q[kBlockRows * kLd];  // the block's 64 queries: scaled Q and dO (A operands)
+  alignas(16) Bf16 d_o[kBlockRows * kLd];
+  alignas(16) Bf16 k[2][BK * kLd];       // key tiles, double-buffered
+  alignas(16) Bf16 v[2][BK * kLd];
 };
 
 template <int D, int BK>
-__global__ void __launch_bounds__(kMmaThreads) MmaBackwardQKernel(AttentionView<float> p, const float* delta) {
+__global__ void __launch_bounds__(kMmaThreads) MmaBackwardQKernel(AttentionView<float> p, const float* delta,
+                                                                  Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
   using S = QSmem<D, BK>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
-  constexpr int kTileN = BK / 8;
+  constexpr int kLd = S::kLd, kTileN = BK / 8;
   const int n = static_cast<int>(p.n), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t2 = (lane & 3) * 2;
+  const int t2 = (lane & 3) * 2;
   const int h = blockIdx.y, kvh = h / static_cast<int>(p.group);
+  const int64_t ldq = p.heads * D, ldk = p.kv_heads * D;
   const int q0 = blockIdx.x * kBlockRows, nq = min(kBlockRows, n - q0);
   const int w0 = warp * kWarpRows;
   const WarpKeys wk = WarpKeyRange(p, q0 + w0, min(kWarpRows, nq - w0));
   int block_lo, block_hi, unused;
   QueryKeyRange(p, q0, block_lo, unused);
   QueryKeyRange(p, q0 + nq - 1, unused, block_hi);
-  const int ra = q0 + w0 + g, rb = ra + 8;
+  const int ra = q0 + w0 + (lane >> 2), rb = ra + 8;
   int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
   float lse_a = 0.f, lse_b = 0.f, d_a = 0.f, d_b = 0.f;
   if (ra < n) {
@@ -450,64 +516,77 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardQKernel(AttentionView<
     lse_b = p.lse[int64_t(h) * p.slse + rb], d_b = delta[int64_t(h) * n + rb];
   }
 
-  StageRows<D>(sm.q, nullptr, 0, kBlockRows, p.q, p.sq, int64_t(h) * D, q0, nq, p.scale);
-  StageRows<D>(sm.d_o, nullptr, 0, kBlockRows, p.d_o, p.sdo, int64_t(h) * D, q0, nq, 1.f);
+  const int first = block_lo / BK * BK;
+  auto stage = [&](int buf, int t0) {
+    CopyTile<D, BK>(sm.k[buf], b.k, ldk, t0, int64_t(kvh) * D);
+    CopyTile<D, BK>(sm.v[buf], b.v, ldk, t0, int64_t(kvh) * D);
+  };
+  CopyTile<D, kBlockRows>(sm.q, b.q, ldq, q0, int64_t(h) * D);
+  CopyTile<D, kBlockRows>(sm.d_o, b.d_o, ldq, q0, int64_t(h) * D);
+  if (first < block_hi) stage(0, first);
+  CpAsyncCommit();
 
   float dq[D / 8][4];
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
 
-  for (int t0 = block_lo; t0 < block_hi; t0 += BK) {
-    const int nk = min(BK, block_hi - t0);
-    __syncthreads();  // the previous tile's readers are done (and Q, dO staged)
-    StageRows<D>(sm.k, sm.kt, S::kLdT, BK, p.k, p.sk, int64_t(kvh) * D, t0, nk, 1.f);
-    StageRows<D>(sm.v, nullptr, 0, BK, p.v, p.sv, int64_t(kvh) * D, t0, nk, 1.f);
+  int buf = 0;
+  for (int t0 = first; t0 < block_hi; t0 += BK, buf ^= 1) {
+    if (t0 + BK < block_hi) stage(buf ^ 1, t0 + BK);
+    CpAsyncCommit();
+    CpAsyncWait<1>();
     __syncthreads();
-    if (wk.Skips(t0, BK)) continue;
-
-    float s[kTileN][4], dp[kTileN][4];
+    if (!wk.Skips(t0, BK)) {
+      const Bf16 *ks = sm.k[buf], *vs = sm.v[buf];
+      float s[kTileN][4], dp[kTileN][4];
 #pragma unroll
-    for (int nt = 0; nt < kTileN; ++nt)
+      for (int nt = 0; nt < kTileN; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
+        for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qa[4], da[4];
-      LoadA(qa, sm.q, S::kLd, w0, kk * 16, lane);
-      LoadA(da, sm.d_o, S::kLd, w0, kk * 16, lane);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[4], da[4];
+        LoadA(qa, sm.q, kLd, w0, kk * 16, lane);
+        LoadA(da, sm.d_o, kLd, w0, kk * 16, lane);
 #pragma unroll
-      for (int nt = 0; nt < kTileN; ++nt) {
-        uint32_t b0, b1;
-        LoadB(b0, b1, sm.k, S::kLd, nt * 8, kk * 16, lane);
-        Mma(s[nt], qa, b0, b1);
-        LoadB(b0, b1, sm.v, S::kLd, nt * 8, kk * 16, lane);
-        Mma(dp[nt], da, b0, b1);
+        for (int np = 0; np < kTileN / 2; ++np) {
+          uint32_t bb[4];
+          LoadB2(bb, ks, kLd, np * 16, kk * 16, lane);
+          Mma(s[2 * np], qa, bb[0], bb[1]);
+          Mma(s[2 * np + 1], qa, bb[2], bb[3]);
+          LoadB2(bb, vs, kLd, np * 16, kk * 16, lane);
+          Mma(dp[2 * np], da, bb[0], bb[1]);
+          Mma(dp[2 * np + 1], da, bb[2], bb[3]);
+        }
+      }
+      // dS = P (dP - D), P = exp(S - lse) where visible; kept in s.
+      const bool inside = wk.Inside(t0, BK);
+#pragma unroll
+      for (int nt = 0; nt < kTileN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = t0 + nt * 8 + t2 + (e & 1);
+          const bool seen = inside || (e < 2 ? (j >= lo_a && j < hi_a) : (j >= lo_b && j < hi_b));
+          const float pr = seen ? __expf(s[nt][e] - (e < 2 ? lse_a : lse_b)) : 0.f;
+          s[nt][e] = math::SoftmaxGradScore(pr, dp[nt][e], e < 2 ? d_a : d_b);
+        }
+      // dQ += dS K: B from the key rows, transposed.
+#pragma unroll
+      for (int kc = 0; kc < BK / 16; ++kc) {
+        uint32_t da[4];
+        AccToA(da, s[2 * kc], s[2 * kc + 1]);
+#pragma unroll
+        for (int dn = 0; dn < D / 16; ++dn) {
+          uint32_t bb[4];
+          LoadB2Trans(bb, ks, kLd, kc * 16, dn * 16, lane);
+          Mma(dq[2 * dn], da, bb[0], bb[1]);
+          Mma(dq[2 * dn + 1], da, bb[2], bb[3]);
+        }
       }
     }
-    // dS = P (dP - D), P = exp(S - lse) where visible; kept in s.
-    const bool inside = wk.Inside(t0, BK);
-#pragma unroll
-    for (int nt = 0; nt < kTileN; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = t0 + nt * 8 + t2 + (e & 1);
-        const bool seen = inside || (e < 2 ? (j >= lo_a && j < hi_a) : (j >= lo_b && j < hi_b));
-        const float pr = seen ? __expf(s[nt][e] - (e < 2 ? lse_a : lse_b)) : 0.f;
-        s[nt][e] = math::SoftmaxGradScore(pr, dp[nt][e], e < 2 ? d_a : d_b);
-      }
-    // dQ += dS K.
-#pragma unroll
-    for (int kc = 0; kc < BK / 16; ++kc) {
-      uint32_t da[4];
-      AccToA(da, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        uint32_t b0, b1;
-        LoadB(b0, b1, sm.kt, S::kLdT, dt * 8, kc * 16, lane);
-        Mma(dq[dt], da, b0, b1);
-      }
-    }
+    __syncthreads();  // every warp is done with this buffer before it is refilled
   }
+  CpAsyncWait<0>();
 
   const float scale = p.scale;
   if (ra < n) {
@@ -519,6 +598,19 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardQKernel(AttentionView<
     float* row = p.dq + int64_t(rb) * p.sdq + int64_t(h) * D + t2;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) row[dt * 8] = scale * dq[dt][2], row[dt * 8 + 1] = scale * dq[dt][3];
+  }
+}
+
+// ---------------------------------------------------------------- bf16 copies
+
+// dst[r][c] = bf16(scale * src[r * ld + c]) for r < rows, zeros for
+// rows <= r < padded_rows; c < cols.
+__global__ void ToBf16Kernel(const float* src, int64_t ld, int64_t rows, int64_t padded_rows, int64_t cols,
+                             float scale, Bf16* dst) {
+  const int64_t total = padded_rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i - r * cols;
+    dst[i] = __float2bfloat16_rn(r < rows ? scale * src[r * ld + c] : 0.f);
   }
 }
 
@@ -554,7 +646,36 @@ void LaunchMma(const Context& c, Kernel kernel, dim3 grid, Args... args) {
   LONGCTX_CUDA_LAUNCHED();
 }
 
-unsigned BlocksFor(int64_t rows) { return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows); }
+int64_t RoundUpToBlock(int64_t rows) { return (rows + kBlockRows - 1) / kBlockRows * kBlockRows; }
+unsigned BlocksFor(int64_t rows) { return static_cast<unsigned>(RoundUpToBlock(rows) / kBlockRows); }
+size_t Aligned256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The bf16 copies of one call in the workspace (Slot::kAttnBf16): scale * Q
+// and K, V (and dO for the backward), [rows rounded up to 64][heads * d].
+Bf16Copies MakeBf16Copies(const Context& c, const AttentionView<float>& v, int64_t keys, bool backward) {
+  const int64_t q_rows = RoundUpToBlock(v.n), k_rows = RoundUpToBlock(keys);
+  const int64_t q_cols = v.heads * v.d, k_cols = v.kv_heads * v.d;
+  const size_t q_bytes = Aligned256(static_cast<size_t>(q_rows * q_cols) * sizeof(Bf16));
+  const size_t k_bytes = Aligned256(static_cast<size_t>(k_rows * k_cols) * sizeof(Bf16));
+  char* base = static_cast<char*>(
+      c.workspace->Get(Slot::kAttnBf16, (backward ? 2 * q_bytes : q_bytes) + 2 * k_bytes));
+  Bf16* q = reinterpret_cast<Bf16*>(base);
+  Bf16* k = reinterpret_cast<Bf16*>(base + q_bytes);
+  Bf16* val = reinterpret_cast<Bf16*>(base + q_bytes + k_bytes);
+  Bf16* d_o = backward ? reinterpret_cast<Bf16*>(base + q_bytes + 2 * k_bytes) : nullptr;
+  auto convert = [&](const float* src, int64_t ld, int64_t rows, int64_t padded, int64_t cols, float scale,
+                     Bf16* dst) {
+    ToBf16Kernel<<<GridFor(padded * cols), kThreads, 0, c.stream>>>(src, ld, rows, padded, cols, scale, dst);
+    LONGCTX_CUDA_LAUNCHED();
+  };
+  convert(v.q, v.sq, v.n, q_rows, q_cols, v.scale, q);
+  convert(v.k, v.sk, keys, k_rows, k_cols, 1.f, k);
+  convert(v.v, v.sv, keys, k_rows, k_cols, 1.f, val);
+  if (backward) convert(v.d_o, v.sdo, v.n, q_rows, q_cols, 1.f, d_o);
+  Bf16Copies out;
+  out.q = q, out.k = k, out.v = val, out.d_o = d_o;
+  return out;
+}
 
 }  // namespace
 
@@ -565,20 +686,22 @@ bool AttentionMmaUsable(const Context& c, const AttentionView<float>& v) {
   return smem <= static_cast<size_t>(c.max_smem_per_block);
 }
 
-void AttentionForwardMma(const Context& c, const AttentionView<float>& v) {
+void AttentionForwardMma(const Context& c, const AttentionView<float>& v, int64_t keys) {
+  const Bf16Copies b = MakeBf16Copies(c, v, keys, /*backward=*/false);
   WithHeadDim(v.d, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
-    LaunchMma<FwdSmem<D>>(c, MmaForwardKernel<D>, dim3(BlocksFor(v.n), static_cast<unsigned>(v.heads)), v);
+    LaunchMma<FwdSmem<D>>(c, MmaForwardKernel<D>, dim3(BlocksFor(v.n), static_cast<unsigned>(v.heads)), v, b);
   });
 }
 
 void AttentionBackwardMma(const Context& c, const AttentionView<float>& v, const float* delta) {
+  const Bf16Copies b = MakeBf16Copies(c, v, v.n, /*backward=*/true);
   WithHeadDim(v.d, [&](auto dim) {
     constexpr int D = decltype(dim)::value, BQ = KvQueryTile<D>();
     LaunchMma<KvSmem<D, BQ>>(c, MmaBackwardKvKernel<D, BQ>, dim3(BlocksFor(v.n), static_cast<unsigned>(v.kv_heads)),
-                             v, delta);
+                             v, delta, b);
     LaunchMma<QSmem<D, kQKeyTile>>(c, MmaBackwardQKernel<D, kQKeyTile>,
-                                   dim3(BlocksFor(v.n), static_cast<unsigned>(v.heads)), v, delta);
+                                   dim3(BlocksFor(v.n), static_cast<unsigned>(v.heads)), v, delta, b);
   });
 }
 

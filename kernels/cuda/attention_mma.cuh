@@ -22,7 +22,8 @@ bool AttentionMmaUsable(const Context& c, const AttentionView<float>& v);
 // fp32. Outputs are F32. The backward needs delta = rowsum(dO * O), [H, N]
 // dense on the device (attention.cu computes it); no atomics, so repeated
 // calls give the same bits.
-void AttentionForwardMma(const Context& c, const AttentionView<float>& v);
+// keys: the rows of K and V (Nk; N in training).
+void AttentionForwardMma(const Context& c, const AttentionView<float>& v, int64_t keys);
 void AttentionBackwardMma(const Context& c, const AttentionView<float>& v, const float* delta);
 
 }  // namespace longctx::cuda

@@ -41,6 +41,7 @@ enum class Slot : int {
   kRowLoss,      // LM head: per-token loss (double) before the final sum
   kAttnDelta,    // attention backward: D = rowsum(dO * O), [H, N]
   kGemmOperand,  // Gemm: the F32 operand of a product with a BF16 one, in bf16
+  kAttnBf16,     // attention at precision bf16: bf16 copies of Q, K, V, dO (attention_mma.cu)
   kCount
 };
 
