@@ -33,7 +33,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/attention_mma.cuh"
@@ -44,10 +46,11 @@
 namespace longctx::cuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kMmaThreads = 32 * kWarps;
-constexpr int kWarpRows = 16;                  // rows of one m16n8k16 A operand
-constexpr int kBlockRows = kWarps * kWarpRows;  // queries (forward, dQ) or keys (dK, dV) per block
+constexpr int kWarpRows = 16;  // rows of one m16n8k16 A operand: each warp owns 16 rows
+constexpr int kKeyTile = 64;   // keys per forward tile
+// The bf16 copies are padded to a multiple of this many rows, the most rows
+// any kernel's tile or block reads (8 warps x 16).
+constexpr int kCopyRows = 128;
 // bf16 elements of padding per shared-memory row: with it, the 32 lanes'
 // 32-bit fragment loads (row lane/4, word lane%4) fall in 32 distinct banks.
 constexpr int kPad = 8;
@@ -144,7 +147,7 @@ struct Bf16Copies {
 template <int D, int ROWS>
 __device__ __forceinline__ void CopyTile(Bf16* s, const Bf16* g, int64_t ld, int64_t row0, int64_t col) {
   constexpr int kChunks = ROWS * D / 8, kRowChunks = D / 8;
-  for (int c = threadIdx.x; c < kChunks; c += kMmaThreads) {
+  for (int c = threadIdx.x; c < kChunks; c += blockDim.x) {
     const int r = c / kRowChunks, x = (c - r * kRowChunks) * 8;
     CpAsync16(s + r * (D + kPad) + x, g + (row0 + r) * ld + col + x);
   }
@@ -171,20 +174,20 @@ __device__ __forceinline__ WarpKeys WarpKeyRange(const AttentionView<float>& p, 
 
 // ---------------------------------------------------------------- forward
 
-template <int D>
+template <int D, int WARPS>
 struct FwdSmem {
-  static constexpr int kLd = D + kPad;
-  alignas(16) Bf16 q[kBlockRows * kLd];     // scaled Q of the block's 64 queries
-  alignas(16) Bf16 k[2][kBlockRows * kLd];  // key tiles of 64 keys, double-buffered
-  alignas(16) Bf16 v[2][kBlockRows * kLd];
+  static constexpr int kLd = D + kPad, kRows = WARPS * kWarpRows;
+  alignas(16) Bf16 q[kRows * kLd];        // scaled Q of the block's queries
+  alignas(16) Bf16 k[2][kKeyTile * kLd];  // key tiles, double-buffered
+  alignas(16) Bf16 v[2][kKeyTile * kLd];
 };
 
-template <int D>
-__global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<float> p, Bf16Copies b) {
+template <int D, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) MmaForwardKernel(AttentionView<float> p, Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
-  using S = FwdSmem<D>;
+  using S = FwdSmem<D, WARPS>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
-  constexpr int kLd = S::kLd, kTileN = kBlockRows / 8;  // n8 products per key tile
+  constexpr int kLd = S::kLd, kBlockRows = S::kRows, kTileN = kKeyTile / 8;  // n8 products per key tile
   const int n = static_cast<int>(p.n), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int t2 = (lane & 3) * 2;
   const int h = blockIdx.y, kvh = h / static_cast<int>(p.group);
@@ -203,10 +206,10 @@ __global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<fl
 
   // Key tiles start on multiples of 64 (16-byte aligned copies); keys of a
   // tile before block_lo are masked like any other invisible key.
-  const int first = block_lo / kBlockRows * kBlockRows;
+  const int first = block_lo / kKeyTile * kKeyTile;
   auto stage = [&](int buf, int t0) {
-    CopyTile<D, kBlockRows>(sm.k[buf], b.k, ldk, t0, int64_t(kvh) * D);
-    CopyTile<D, kBlockRows>(sm.v[buf], b.v, ldk, t0, int64_t(kvh) * D);
+    CopyTile<D, kKeyTile>(sm.k[buf], b.k, ldk, t0, int64_t(kvh) * D);
+    CopyTile<D, kKeyTile>(sm.v[buf], b.v, ldk, t0, int64_t(kvh) * D);
   };
   CopyTile<D, kBlockRows>(sm.q, b.q, ldq, q0, int64_t(h) * D);
   CpAsyncCommit();
@@ -224,12 +227,12 @@ __global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<fl
   float m_a = math::NegInf<float>(), m_b = m_a, l_a = 0.f, l_b = 0.f;  // l: this thread's columns only
 
   int buf = 0;
-  for (int t0 = first; t0 < block_hi; t0 += kBlockRows, buf ^= 1) {
-    if (t0 + kBlockRows < block_hi) stage(buf ^ 1, t0 + kBlockRows);  // the next tile, while this one computes
+  for (int t0 = first; t0 < block_hi; t0 += kKeyTile, buf ^= 1) {
+    if (t0 + kKeyTile < block_hi) stage(buf ^ 1, t0 + kKeyTile);  // the next tile, while this one computes
     CpAsyncCommit();
     CpAsyncWait<1>();  // this tile has landed
     __syncthreads();
-    if (!wk.Skips(t0, kBlockRows)) {
+    if (!wk.Skips(t0, kKeyTile)) {
       const Bf16 *ks = sm.k[buf], *vs = sm.v[buf];
       float s[kTileN][4];
 #pragma unroll
@@ -243,7 +246,7 @@ __global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<fl
           Mma(s[2 * np], qf[kk], bb[0], bb[1]);
           Mma(s[2 * np + 1], qf[kk], bb[2], bb[3]);
         }
-      if (!wk.Inside(t0, kBlockRows)) {
+      if (!wk.Inside(t0, kKeyTile)) {
 #pragma unroll
         for (int nt = 0; nt < kTileN; ++nt)
 #pragma unroll
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<fl
       }
       // O += P V, P straight from S's registers.
 #pragma unroll
-      for (int kc = 0; kc < kBlockRows / 16; ++kc) {
+      for (int kc = 0; kc < kKeyTile / 16; ++kc) {
         uint32_t pa[4];
         AccToA(pa, s[2 * kc], s[2 * kc + 1]);
 #pragma unroll
@@ -327,24 +330,24 @@ __global__ void __launch_bounds__(kMmaThreads) MmaForwardKernel(AttentionView<fl
 
 // ---------------------------------------------------------------- backward: dK, dV
 
-template <int D, int BQ>
+template <int D, int BQ, int WARPS>
 struct KvSmem {
-  static constexpr int kLd = D + kPad;
-  alignas(16) Bf16 k[kBlockRows * kLd];  // the block's 64 keys (A operands)
-  alignas(16) Bf16 v[kBlockRows * kLd];
+  static constexpr int kLd = D + kPad, kRows = WARPS * kWarpRows;
+  alignas(16) Bf16 k[kRows * kLd];  // the block's keys (A operands)
+  alignas(16) Bf16 v[kRows * kLd];
   alignas(16) Bf16 q[2][BQ * kLd];       // query tiles (scaled Q, dO), double-buffered
   alignas(16) Bf16 d_o[2][BQ * kLd];
   float lse[2][BQ], delta[2][BQ];
   int lo[2][BQ], hi[2][BQ];              // each query's visible keys
 };
 
-template <int D, int BQ>
-__global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView<float> p, const float* delta,
-                                                                   Bf16Copies b) {
+template <int D, int BQ, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) MmaBackwardKvKernel(AttentionView<float> p, const float* delta,
+                                                                  Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
-  using S = KvSmem<D, BQ>;
+  using S = KvSmem<D, BQ, WARPS>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
-  constexpr int kLd = S::kLd, kTileN = BQ / 8;
+  constexpr int kLd = S::kLd, kBlockRows = S::kRows, kTileN = BQ / 8;
   const int n = static_cast<int>(p.n), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int t2 = (lane & 3) * 2;
   const int kvh = blockIdx.y, group = static_cast<int>(p.group);
@@ -367,7 +370,7 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView
     const int hh = step / tiles, t0 = first + (step - hh * tiles) * BQ, h = kvh * group + hh;
     CopyTile<D, BQ>(sm.q[buf], b.q, ldq, t0, int64_t(h) * D);
     CopyTile<D, BQ>(sm.d_o[buf], b.d_o, ldq, t0, int64_t(h) * D);
-    for (int r = threadIdx.x; r < BQ; r += kMmaThreads) {
+    for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
       const int i = t0 + r;
       int lo = 0, hi = 0;  // queries past the end see nothing
       float lse = 0.f, dd = 0.f;
@@ -478,22 +481,22 @@ __global__ void __launch_bounds__(kMmaThreads) MmaBackwardKvKernel(AttentionView
 
 // ---------------------------------------------------------------- backward: dQ
 
-template <int D, int BK>
+template <int D, int BK, int WARPS>
 struct QSmem {
-  static constexpr int kLd = D + kPad;
-  alignas(16) Bf16 q[kBlockRows * kLd];  // the block's 64 queries: scaled Q and dO (A operands)
-  alignas(16) Bf16 d_o[kBlockRows * kLd];
+  static constexpr int kLd = D + kPad, kRows = WARPS * kWarpRows;
+  alignas(16) Bf16 q[kRows * kLd];  // the block's queries: scaled Q and dO (A operands)
+  alignas(16) Bf16 d_o[kRows * kLd];
   alignas(16) Bf16 k[2][BK * kLd];       // key tiles, double-buffered
   alignas(16) Bf16 v[2][BK * kLd];
 };
 
-template <int D, int BK>
-__global__ void __launch_bounds__(kMmaThreads) MmaBackwardQKernel(AttentionView<float> p, const float* delta,
-                                                                  Bf16Copies b) {
+template <int D, int BK, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) MmaBackwardQKernel(AttentionView<float> p, const float* delta,
+                                                                 Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
-  using S = QSmem<D, BK>;
+  using S = QSmem<D, BK, WARPS>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
-  constexpr int kLd = S::kLd, kTileN = BK / 8;
+  constexpr int kLd = S::kLd, kBlockRows = S::kRows, kTileN = BK / 8;
   const int n = static_cast<int>(p.n), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int t2 = (lane & 3) * 2;
   const int h = blockIdx.y, kvh = h / static_cast<int>(p.group);
@@ -616,11 +619,20 @@ __global__ void ToBf16Kernel(const float* src, int64_t ld, int64_t rows, int64_t
 
 // ---------------------------------------------------------------- launch
 
-// Query tile of the dK/dV kernel: 32 at head_dim 128 keeps dK, dV (128
+// One configuration of the three kernels: warps per block (16 rows each) and
+// the inner tile (queries of the dK/dV kernel, keys of the dQ kernel).
+template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS>
+struct MmaConfig {
+  using Fwd = FwdSmem<D, FWD_WARPS>;
+  using Kv = KvSmem<D, KV_BQ, KV_WARPS>;
+  using Q = QSmem<D, Q_BK, Q_WARPS>;
+  static size_t MostSmem() { return std::max({sizeof(Fwd), sizeof(Kv), sizeof(Q)}); }
+};
+
+// The configuration per head_dim. At 128, 32-query tiles keep dK, dV (128
 // fp32 registers per thread) and the tile's S^T, dP^T in registers.
 template <int D>
-constexpr int KvQueryTile() { return D >= 128 ? 32 : 64; }
-constexpr int kQKeyTile = 64;
+struct DefaultConfig : MmaConfig<D, 4, (D >= 128 ? 32 : 64), 4, 64, 4> {};
 
 // f(std::integral_constant<int, D>) for the head_dims built here; false for others.
 template <class F>
@@ -633,27 +645,23 @@ bool WithHeadDim(int64_t d, F&& f) {
   }
 }
 
-template <int D>
-size_t MostSmem() {
-  return std::max({sizeof(FwdSmem<D>), sizeof(KvSmem<D, KvQueryTile<D>()>), sizeof(QSmem<D, kQKeyTile>)});
-}
-
-template <class Smem, class Kernel, class... Args>
-void LaunchMma(const Context& c, Kernel kernel, dim3 grid, Args... args) {
+template <class Smem, int WARPS, class Kernel, class... Args>
+void LaunchMma(const Context& c, Kernel kernel, int64_t rows, unsigned grid_y, Args... args) {
   const size_t smem = sizeof(Smem);
   LONGCTX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kernel<<<grid, kMmaThreads, smem, c.stream>>>(args...);
+  const int64_t block_rows = WARPS * kWarpRows;
+  const dim3 grid(static_cast<unsigned>((rows + block_rows - 1) / block_rows), grid_y);
+  kernel<<<grid, 32 * WARPS, smem, c.stream>>>(args...);
   LONGCTX_CUDA_LAUNCHED();
 }
 
-int64_t RoundUpToBlock(int64_t rows) { return (rows + kBlockRows - 1) / kBlockRows * kBlockRows; }
-unsigned BlocksFor(int64_t rows) { return static_cast<unsigned>(RoundUpToBlock(rows) / kBlockRows); }
+int64_t RoundUpToCopyRows(int64_t rows) { return (rows + kCopyRows - 1) / kCopyRows * kCopyRows; }
 size_t Aligned256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // The bf16 copies of one call in the workspace (Slot::kAttnBf16): scale * Q
-// and K, V (and dO for the backward), [rows rounded up to 64][heads * d].
+// and K, V (and dO for the backward), [rows rounded up to 128][heads * d].
 Bf16Copies MakeBf16Copies(const Context& c, const AttentionView<float>& v, int64_t keys, bool backward) {
-  const int64_t q_rows = RoundUpToBlock(v.n), k_rows = RoundUpToBlock(keys);
+  const int64_t q_rows = RoundUpToCopyRows(v.n), k_rows = RoundUpToCopyRows(keys);
   const int64_t q_cols = v.heads * v.d, k_cols = v.kv_heads * v.d;
   const size_t q_bytes = Aligned256(static_cast<size_t>(q_rows * q_cols) * sizeof(Bf16));
   const size_t k_bytes = Aligned256(static_cast<size_t>(k_rows * k_cols) * sizeof(Bf16));
@@ -677,31 +685,62 @@ Bf16Copies MakeBf16Copies(const Context& c, const AttentionView<float>& v, int64
   return out;
 }
 
+template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS>
+void RunForward(const Context& c, const AttentionView<float>& v, const Bf16Copies& b,
+                MmaConfig<D, FWD_WARPS, KV_BQ, KV_WARPS, Q_BK, Q_WARPS>) {
+  LaunchMma<FwdSmem<D, FWD_WARPS>, FWD_WARPS>(c, MmaForwardKernel<D, FWD_WARPS>, v.n,
+                                              static_cast<unsigned>(v.heads), v, b);
+}
+
+template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS>
+void RunBackward(const Context& c, const AttentionView<float>& v, const float* delta, const Bf16Copies& b,
+                 MmaConfig<D, FWD_WARPS, KV_BQ, KV_WARPS, Q_BK, Q_WARPS>) {
+  LaunchMma<KvSmem<D, KV_BQ, KV_WARPS>, KV_WARPS>(c, MmaBackwardKvKernel<D, KV_BQ, KV_WARPS>, v.n,
+                                                  static_cast<unsigned>(v.kv_heads), v, delta, b);
+  LaunchMma<QSmem<D, Q_BK, Q_WARPS>, Q_WARPS>(c, MmaBackwardQKernel<D, Q_BK, Q_WARPS>, v.n,
+                                              static_cast<unsigned>(v.heads), v, delta, b);
+}
+
+// EXPERIMENT (session of 2026-12-04 16:41, removed once a configuration is
+// chosen): LONGCTX_MMA_CONFIG=0..5 picks a head_dim-64 configuration.
+template <int D, class F>
+void WithConfigOf(F&& f) {
+  if constexpr (D == 64) {
+    const char* e = std::getenv("LONGCTX_MMA_CONFIG");
+    const int which = e ? std::atoi(e) : 0;
+    switch (which) {
+      case 1: return f(MmaConfig<64, 8, 64, 4, 64, 4>{});
+      case 2: return f(MmaConfig<64, 4, 32, 4, 64, 4>{});
+      case 3: return f(MmaConfig<64, 4, 64, 8, 64, 4>{});
+      case 4: return f(MmaConfig<64, 4, 64, 4, 64, 8>{});
+      case 5: return f(MmaConfig<64, 8, 32, 8, 32, 8>{});
+      case 6: return f(MmaConfig<64, 4, 64, 4, 32, 4>{});
+      default: break;
+    }
+  }
+  f(DefaultConfig<D>{});
+}
+
 }  // namespace
 
 bool AttentionMmaUsable(const Context& c, const AttentionView<float>& v) {
   if (!c.bf16_matmul) return false;
   size_t smem = 0;
-  if (!WithHeadDim(v.d, [&](auto dim) { smem = MostSmem<decltype(dim)::value>(); })) return false;
+  if (!WithHeadDim(v.d, [&](auto dim) { smem = DefaultConfig<decltype(dim)::value>::MostSmem(); })) return false;
   return smem <= static_cast<size_t>(c.max_smem_per_block);
 }
 
 void AttentionForwardMma(const Context& c, const AttentionView<float>& v, int64_t keys) {
   const Bf16Copies b = MakeBf16Copies(c, v, keys, /*backward=*/false);
   WithHeadDim(v.d, [&](auto dim) {
-    constexpr int D = decltype(dim)::value;
-    LaunchMma<FwdSmem<D>>(c, MmaForwardKernel<D>, dim3(BlocksFor(v.n), static_cast<unsigned>(v.heads)), v, b);
+    WithConfigOf<decltype(dim)::value>([&](auto config) { RunForward(c, v, b, config); });
   });
 }
 
 void AttentionBackwardMma(const Context& c, const AttentionView<float>& v, const float* delta) {
   const Bf16Copies b = MakeBf16Copies(c, v, v.n, /*backward=*/true);
   WithHeadDim(v.d, [&](auto dim) {
-    constexpr int D = decltype(dim)::value, BQ = KvQueryTile<D>();
-    LaunchMma<KvSmem<D, BQ>>(c, MmaBackwardKvKernel<D, BQ>, dim3(BlocksFor(v.n), static_cast<unsigned>(v.kv_heads)),
-                             v, delta, b);
-    LaunchMma<QSmem<D, kQKeyTile>>(c, MmaBackwardQKernel<D, kQKeyTile>,
-                                   dim3(BlocksFor(v.n), static_cast<unsigned>(v.heads)), v, delta, b);
+    WithConfigOf<decltype(dim)::value>([&](auto config) { RunBackward(c, v, delta, b, config); });
   });
 }
 
