@@ -427,12 +427,12 @@ void AttentionBackward(const Context& c, const AttentionArgs& a) {
   DispatchFloat(a.q.dtype, "AttentionBackward", [&](auto tag) {
     using T = decltype(tag);
     AttnParams<T> p = MakeParams<T>(a, true);
+    if constexpr (std::is_same_v<T, float>) {
+      if (AttentionMmaUsable(c, p)) return AttentionBackwardMma(c, p);
+    }
     p.delta = static_cast<T*>(c.workspace->Get(Slot::kAttnDelta, static_cast<size_t>(p.n) * p.heads * sizeof(T)));
     AttnDeltaKernel<T><<<GridFor(int64_t(p.n) * p.heads), kThreads, 0, c.stream>>>(p);
     LONGCTX_CUDA_LAUNCHED();
-    if constexpr (std::is_same_v<T, float>) {
-      if (AttentionMmaUsable(c, p)) return AttentionBackwardMma(c, p, p.delta);
-    }
     const int n = static_cast<int>(p.n);
     Launch<T, KvLayout>(c, AttnBackwardKvKernel<T>, p, n, static_cast<int>(p.kv_heads), "AttentionBackward");
     Launch<T, QLayout>(c, AttnBackwardQKernel<T>, p, n, static_cast<int>(p.heads), "AttentionBackward");

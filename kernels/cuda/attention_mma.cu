@@ -128,6 +128,9 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddress(smem)), "l"(gmem) : "memory");
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void CpAsync4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddress(smem)), "l"(gmem) : "memory");
+}
 // Wait until at most N of this thread's groups are still in flight.
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
@@ -139,6 +142,12 @@ __device__ __forceinline__ void CpAsyncWait() {
 // tile the kernels copy (aligned to its height) lies inside.
 struct Bf16Copies {
   const Bf16 *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;  // q: scale * Q
+  // Backward: per-query rows padded likewise (zeros past N), so a query tile
+  // is copied asynchronously like its operands: lse and D = rowsum(dO * O)
+  // as [heads][rows], each query's visible keys [lo, hi) as [rows].
+  const float *lse = nullptr, *delta = nullptr;
+  const int *lo = nullptr, *hi = nullptr;
+  int64_t rows = 0;
 };
 
 // ROWS x D of a copy (ld elements per token row) from token row0, column col
@@ -342,8 +351,7 @@ struct KvSmem {
 };
 
 template <int D, int BQ, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) MmaBackwardKvKernel(AttentionView<float> p, const float* delta,
-                                                                  Bf16Copies b) {
+__global__ void __launch_bounds__(32 * WARPS) MmaBackwardKvKernel(AttentionView<float> p, Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
   using S = KvSmem<D, BQ, WARPS>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
@@ -370,16 +378,12 @@ __global__ void __launch_bounds__(32 * WARPS) MmaBackwardKvKernel(AttentionView<
     const int hh = step / tiles, t0 = first + (step - hh * tiles) * BQ, h = kvh * group + hh;
     CopyTile<D, BQ>(sm.q[buf], b.q, ldq, t0, int64_t(h) * D);
     CopyTile<D, BQ>(sm.d_o[buf], b.d_o, ldq, t0, int64_t(h) * D);
-    for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
-      const int i = t0 + r;
-      int lo = 0, hi = 0;  // queries past the end see nothing
-      float lse = 0.f, dd = 0.f;
-      if (i < n) {
-        QueryKeyRange(p, i, lo, hi);
-        lse = p.lse[int64_t(h) * p.slse + i];
-        dd = delta[int64_t(h) * n + i];
-      }
-      sm.lo[buf][r] = lo, sm.hi[buf][r] = hi, sm.lse[buf][r] = lse, sm.delta[buf][r] = dd;
+    for (int r = threadIdx.x; r < BQ; r += blockDim.x) {  // queries past the end: lo = hi = 0
+      const int64_t i = t0 + r, hi_row = int64_t(h) * b.rows + i;
+      CpAsync4(&sm.lo[buf][r], b.lo + i);
+      CpAsync4(&sm.hi[buf][r], b.hi + i);
+      CpAsync4(&sm.lse[buf][r], b.lse + hi_row);
+      CpAsync4(&sm.delta[buf][r], b.delta + hi_row);
     }
   };
   CopyTile<D, kBlockRows>(sm.k, b.k, ldk, j0, int64_t(kvh) * D);
@@ -491,8 +495,7 @@ struct QSmem {
 };
 
 template <int D, int BK, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) MmaBackwardQKernel(AttentionView<float> p, const float* delta,
-                                                                 Bf16Copies b) {
+__global__ void __launch_bounds__(32 * WARPS) MmaBackwardQKernel(AttentionView<float> p, Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
   using S = QSmem<D, BK, WARPS>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
@@ -512,11 +515,11 @@ __global__ void __launch_bounds__(32 * WARPS) MmaBackwardQKernel(AttentionView<f
   float lse_a = 0.f, lse_b = 0.f, d_a = 0.f, d_b = 0.f;
   if (ra < n) {
     QueryKeyRange(p, ra, lo_a, hi_a);
-    lse_a = p.lse[int64_t(h) * p.slse + ra], d_a = delta[int64_t(h) * n + ra];
+    lse_a = b.lse[int64_t(h) * b.rows + ra], d_a = b.delta[int64_t(h) * b.rows + ra];
   }
   if (rb < n) {
     QueryKeyRange(p, rb, lo_b, hi_b);
-    lse_b = p.lse[int64_t(h) * p.slse + rb], d_b = delta[int64_t(h) * n + rb];
+    lse_b = b.lse[int64_t(h) * b.rows + rb], d_b = b.delta[int64_t(h) * b.rows + rb];
   }
 
   const int first = block_lo / BK * BK;
@@ -617,6 +620,30 @@ __global__ void ToBf16Kernel(const float* src, int64_t ld, int64_t rows, int64_t
   }
 }
 
+// The backward's per-query rows (Bf16Copies): for h < heads, i < rows
+// (zeros from n on): lse, D = dO . O (accumulated in double, as attention.cu's
+// D), and for h = 0 the query's visible keys.
+__global__ void RowStatsKernel(AttentionView<float> p, int64_t rows, float* lse, float* delta, int* lo, int* hi) {
+  const int64_t total = p.heads * rows;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = idx / rows, i = idx - h * rows;
+    float l = 0.f, dd = 0.f;
+    int a = 0, e = 0;
+    if (i < p.n) {
+      const float* orow = p.o + i * p.so + h * p.d;
+      const float* dorow = p.d_o + i * p.sdo + h * p.d;
+      double sum = 0;
+      for (int64_t x = 0; x < p.d; ++x) sum += static_cast<double>(orow[x]) * static_cast<double>(dorow[x]);
+      dd = static_cast<float>(sum);
+      l = p.lse[h * p.slse + i];
+      if (h == 0) QueryKeyRange(p, static_cast<int>(i), a, e);
+    }
+    lse[idx] = l, delta[idx] = dd;
+    if (h == 0) lo[i] = a, hi[i] = e;
+  }
+}
+
 // ---------------------------------------------------------------- launch
 
 // One configuration of the three kernels: warps per block (16 rows each) and
@@ -665,8 +692,12 @@ Bf16Copies MakeBf16Copies(const Context& c, const AttentionView<float>& v, int64
   const int64_t q_cols = v.heads * v.d, k_cols = v.kv_heads * v.d;
   const size_t q_bytes = Aligned256(static_cast<size_t>(q_rows * q_cols) * sizeof(Bf16));
   const size_t k_bytes = Aligned256(static_cast<size_t>(k_rows * k_cols) * sizeof(Bf16));
-  char* base = static_cast<char*>(
-      c.workspace->Get(Slot::kAttnBf16, (backward ? 2 * q_bytes : q_bytes) + 2 * k_bytes));
+  // Backward row stats: lse and D ([heads][q_rows] floats), lo and hi ([q_rows] ints).
+  const size_t stat_bytes = Aligned256(static_cast<size_t>(v.heads * q_rows) * sizeof(float));
+  const size_t range_bytes = Aligned256(static_cast<size_t>(q_rows) * sizeof(int));
+  const size_t copy_bytes = (backward ? 2 * q_bytes : q_bytes) + 2 * k_bytes;
+  char* base = static_cast<char*>(c.workspace->Get(
+      Slot::kAttnBf16, copy_bytes + (backward ? 2 * stat_bytes + 2 * range_bytes : 0)));
   Bf16* q = reinterpret_cast<Bf16*>(base);
   Bf16* k = reinterpret_cast<Bf16*>(base + q_bytes);
   Bf16* val = reinterpret_cast<Bf16*>(base + q_bytes + k_bytes);
@@ -682,6 +713,16 @@ Bf16Copies MakeBf16Copies(const Context& c, const AttentionView<float>& v, int64
   if (backward) convert(v.d_o, v.sdo, v.n, q_rows, q_cols, 1.f, d_o);
   Bf16Copies out;
   out.q = q, out.k = k, out.v = val, out.d_o = d_o;
+  if (backward) {
+    char* stats = base + copy_bytes;
+    float* lse = reinterpret_cast<float*>(stats);
+    float* delta = reinterpret_cast<float*>(stats + stat_bytes);
+    int* lo = reinterpret_cast<int*>(stats + 2 * stat_bytes);
+    int* hi = reinterpret_cast<int*>(stats + 2 * stat_bytes + range_bytes);
+    RowStatsKernel<<<GridFor(v.heads * q_rows), kThreads, 0, c.stream>>>(v, q_rows, lse, delta, lo, hi);
+    LONGCTX_CUDA_LAUNCHED();
+    out.lse = lse, out.delta = delta, out.lo = lo, out.hi = hi, out.rows = q_rows;
+  }
   return out;
 }
 
@@ -693,16 +734,16 @@ void RunForward(const Context& c, const AttentionView<float>& v, const Bf16Copie
 }
 
 template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS>
-void RunBackward(const Context& c, const AttentionView<float>& v, const float* delta, const Bf16Copies& b,
+void RunBackward(const Context& c, const AttentionView<float>& v, const Bf16Copies& b,
                  MmaConfig<D, FWD_WARPS, KV_BQ, KV_WARPS, Q_BK, Q_WARPS>) {
   LaunchMma<KvSmem<D, KV_BQ, KV_WARPS>, KV_WARPS>(c, MmaBackwardKvKernel<D, KV_BQ, KV_WARPS>, v.n,
-                                                  static_cast<unsigned>(v.kv_heads), v, delta, b);
+                                                  static_cast<unsigned>(v.kv_heads), v, b);
   LaunchMma<QSmem<D, Q_BK, Q_WARPS>, Q_WARPS>(c, MmaBackwardQKernel<D, Q_BK, Q_WARPS>, v.n,
-                                              static_cast<unsigned>(v.heads), v, delta, b);
+                                              static_cast<unsigned>(v.heads), v, b);
 }
 
 // EXPERIMENT (session of 2026-12-04 16:41, removed once a configuration is
-// chosen): LONGCTX_MMA_CONFIG=0..5 picks a head_dim-64 configuration.
+// chosen): LONGCTX_MMA_CONFIG=0..7 picks a head_dim-64 configuration.
 template <int D, class F>
 void WithConfigOf(F&& f) {
   if constexpr (D == 64) {
@@ -715,6 +756,7 @@ void WithConfigOf(F&& f) {
       case 4: return f(MmaConfig<64, 4, 64, 4, 64, 8>{});
       case 5: return f(MmaConfig<64, 8, 32, 8, 32, 8>{});
       case 6: return f(MmaConfig<64, 4, 64, 4, 32, 4>{});
+      case 7: return f(MmaConfig<64, 8, 32, 4, 64, 4>{});
       default: break;
     }
   }
@@ -737,10 +779,10 @@ void AttentionForwardMma(const Context& c, const AttentionView<float>& v, int64_
   });
 }
 
-void AttentionBackwardMma(const Context& c, const AttentionView<float>& v, const float* delta) {
+void AttentionBackwardMma(const Context& c, const AttentionView<float>& v) {
   const Bf16Copies b = MakeBf16Copies(c, v, v.n, /*backward=*/true);
   WithHeadDim(v.d, [&](auto dim) {
-    WithConfigOf<decltype(dim)::value>([&](auto config) { RunBackward(c, v, delta, b, config); });
+    WithConfigOf<decltype(dim)::value>([&](auto config) { RunBackward(c, v, b, config); });
   });
 }
 

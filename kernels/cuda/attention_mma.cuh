@@ -19,12 +19,11 @@ bool AttentionMmaUsable(const Context& c, const AttentionView<float>& v);
 // The op of kernels/ops.h (AttentionParams) with bf16 tile products: the
 // scaled Q, K, V, P, dO and dS rounded to bf16 (round to nearest even), every
 // product accumulated in fp32, softmax statistics (max, sum, lse) and D in
-// fp32. Outputs are F32. The backward needs delta = rowsum(dO * O), [H, N]
-// dense on the device (attention.cu computes it); no atomics, so repeated
-// calls give the same bits.
+// fp32. Outputs are F32. The backward computes D = rowsum(dO * O) itself;
+// no atomics, so repeated calls give the same bits.
 // keys: the rows of K and V (Nk; N in training).
 void AttentionForwardMma(const Context& c, const AttentionView<float>& v, int64_t keys);
-void AttentionBackwardMma(const Context& c, const AttentionView<float>& v, const float* delta);
+void AttentionBackwardMma(const Context& c, const AttentionView<float>& v);
 
 }  // namespace longctx::cuda
 
