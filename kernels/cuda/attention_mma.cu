@@ -123,6 +123,15 @@ __device__ __forceinline__ void AccToA(uint32_t (&a)[4], const float (&c0)[4], c
   a[3] = PackBf16(c1[2], c1[3]);
 }
 
+// 2^x on the special-function unit (ex2.approx; 2^-inf = 0). The softmax's
+// exp(s - m) is Exp2(s log2(e) - m log2(e)): one FFMA and one MUFU per score.
+constexpr float kLog2e = 1.4426950408889634f;
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Asynchronous 16-byte global -> shared copies (sm_80+), in commit groups.
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddress(smem)), "l"(gmem) : "memory");
@@ -143,8 +152,9 @@ __device__ __forceinline__ void CpAsyncWait() {
 struct Bf16Copies {
   const Bf16 *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;  // q: scale * Q
   // Backward: per-query rows padded likewise (zeros past N), so a query tile
-  // is copied asynchronously like its operands: lse and D = rowsum(dO * O)
-  // as [heads][rows], each query's visible keys [lo, hi) as [rows].
+  // is copied asynchronously like its operands: lse log2(e) (the exponent
+  // base the kernels use) and D = rowsum(dO * O) as [heads][rows], each
+  // query's visible keys [lo, hi) as [rows].
   const float *lse = nullptr, *delta = nullptr;
   const int *lo = nullptr, *hi = nullptr;
   int64_t rows = 0;
@@ -280,14 +290,14 @@ __global__ void __launch_bounds__(32 * WARPS) MmaForwardKernel(AttentionView<flo
       const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);
       const float alpha_a = math::SoftmaxRescale(m_a, new_a), alpha_b = math::SoftmaxRescale(m_b, new_b);
       m_a = new_a, m_b = new_b;
-      const float shift_a = math::SoftmaxSafeMax(m_a), shift_b = math::SoftmaxSafeMax(m_b);
+      const float shift_a = math::SoftmaxSafeMax(m_a) * kLog2e, shift_b = math::SoftmaxSafeMax(m_b) * kLog2e;
       float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
       for (int nt = 0; nt < kTileN; ++nt) {
-        s[nt][0] = __expf(s[nt][0] - shift_a);
-        s[nt][1] = __expf(s[nt][1] - shift_a);
-        s[nt][2] = __expf(s[nt][2] - shift_b);
-        s[nt][3] = __expf(s[nt][3] - shift_b);
+        s[nt][0] = Exp2(fmaf(s[nt][0], kLog2e, -shift_a));
+        s[nt][1] = Exp2(fmaf(s[nt][1], kLog2e, -shift_a));
+        s[nt][2] = Exp2(fmaf(s[nt][2], kLog2e, -shift_b));
+        s[nt][3] = Exp2(fmaf(s[nt][3], kLog2e, -shift_b));
         sum_a += s[nt][0] + s[nt][1];
         sum_b += s[nt][2] + s[nt][3];
       }
@@ -346,12 +356,14 @@ struct KvSmem {
   alignas(16) Bf16 v[kRows * kLd];
   alignas(16) Bf16 q[2][BQ * kLd];       // query tiles (scaled Q, dO), double-buffered
   alignas(16) Bf16 d_o[2][BQ * kLd];
-  float lse[2][BQ], delta[2][BQ];
-  int lo[2][BQ], hi[2][BQ];              // each query's visible keys
+  alignas(16) float lse[2][BQ];          // per query: lse log2(e), D
+  alignas(16) float delta[2][BQ];
+  alignas(16) int lo[2][BQ];             // each query's visible keys
+  alignas(16) int hi[2][BQ];
 };
 
-template <int D, int BQ, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) MmaBackwardKvKernel(AttentionView<float> p, Bf16Copies b) {
+template <int D, int BQ, int WARPS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) MmaBackwardKvKernel(AttentionView<float> p, Bf16Copies b) {
   extern __shared__ __align__(16) unsigned char mma_smem[];
   using S = KvSmem<D, BQ, WARPS>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
@@ -430,17 +442,28 @@ __global__ void __launch_bounds__(32 * WARPS) MmaBackwardKvKernel(AttentionView<
           Mma(dp[2 * np + 1], va, bb[2], bb[3]);
         }
       }
-      // P^T = exp(S^T - lse) where visible, dS^T = P^T (dP^T - D).
+      // P^T = exp(S^T - lse) where visible, dS^T = P^T (dP^T - D). Every
+      // query of the tile sees all 16 keys of the warp when the last query's
+      // first key and the first query's end bound them (ranges are monotone).
+      const bool inside = wkeys == kWarpRows && t0 + BQ <= n && lo[BQ - 1] <= j0 + w0 &&
+                          hi[0] >= j0 + w0 + kWarpRows;
 #pragma unroll
-      for (int nt = 0; nt < kTileN; ++nt)
+      for (int nt = 0; nt < kTileN; ++nt) {
+        const int c = nt * 8 + t2;
+        const float2 l2 = *reinterpret_cast<const float2*>(lse + c);
+        const float2 d2 = *reinterpret_cast<const float2*>(dd + c);
+        int2 lo2 = make_int2(0, 0), hi2 = make_int2(0, 0);
+        if (!inside) lo2 = *reinterpret_cast<const int2*>(lo + c), hi2 = *reinterpret_cast<const int2*>(hi + c);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int c = nt * 8 + t2 + (e & 1);
           const int j = e < 2 ? ja : jb;
-          const float pr = (j >= lo[c] && j < hi[c]) ? __expf(s[nt][e] - lse[c]) : 0.f;
-          dp[nt][e] = math::SoftmaxGradScore(pr, dp[nt][e], dd[c]);
+          const bool odd = e & 1;
+          const bool seen = inside || (j >= (odd ? lo2.y : lo2.x) && j < (odd ? hi2.y : hi2.x));
+          const float pr = seen ? Exp2(fmaf(s[nt][e], kLog2e, -(odd ? l2.y : l2.x))) : 0.f;
+          dp[nt][e] = math::SoftmaxGradScore(pr, dp[nt][e], odd ? d2.y : d2.x);
           s[nt][e] = pr;
         }
+      }
       // dV += P^T dO, dK += dS^T (scale Q): B from the query rows, transposed.
 #pragma unroll
       for (int kc = 0; kc < BQ / 16; ++kc) {
@@ -573,7 +596,7 @@ __global__ void __launch_bounds__(32 * WARPS) MmaBackwardQKernel(AttentionView<f
         for (int e = 0; e < 4; ++e) {
           const int j = t0 + nt * 8 + t2 + (e & 1);
           const bool seen = inside || (e < 2 ? (j >= lo_a && j < hi_a) : (j >= lo_b && j < hi_b));
-          const float pr = seen ? __expf(s[nt][e] - (e < 2 ? lse_a : lse_b)) : 0.f;
+          const float pr = seen ? Exp2(fmaf(s[nt][e], kLog2e, -(e < 2 ? lse_a : lse_b))) : 0.f;
           s[nt][e] = math::SoftmaxGradScore(pr, dp[nt][e], e < 2 ? d_a : d_b);
         }
       // dQ += dS K: B from the key rows, transposed.
@@ -621,7 +644,7 @@ __global__ void ToBf16Kernel(const float* src, int64_t ld, int64_t rows, int64_t
 }
 
 // The backward's per-query rows (Bf16Copies): for h < heads, i < rows
-// (zeros from n on): lse, D = dO . O (accumulated in double, as attention.cu's
+// (zeros from n on): lse log2(e), D = dO . O (accumulated in double, as attention.cu's
 // D), and for h = 0 the query's visible keys.
 __global__ void RowStatsKernel(AttentionView<float> p, int64_t rows, float* lse, float* delta, int* lo, int* hi) {
   const int64_t total = p.heads * rows;
@@ -636,7 +659,7 @@ __global__ void RowStatsKernel(AttentionView<float> p, int64_t rows, float* lse,
       double sum = 0;
       for (int64_t x = 0; x < p.d; ++x) sum += static_cast<double>(orow[x]) * static_cast<double>(dorow[x]);
       dd = static_cast<float>(sum);
-      l = p.lse[h * p.slse + i];
+      l = p.lse[h * p.slse + i] * kLog2e;
       if (h == 0) QueryKeyRange(p, static_cast<int>(i), a, e);
     }
     lse[idx] = l, delta[idx] = dd;
@@ -648,7 +671,7 @@ __global__ void RowStatsKernel(AttentionView<float> p, int64_t rows, float* lse,
 
 // One configuration of the three kernels: warps per block (16 rows each) and
 // the inner tile (queries of the dK/dV kernel, keys of the dQ kernel).
-template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS>
+template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS, int KV_MIN_BLOCKS = 1>
 struct MmaConfig {
   using Fwd = FwdSmem<D, FWD_WARPS>;
   using Kv = KvSmem<D, KV_BQ, KV_WARPS>;
@@ -726,17 +749,17 @@ Bf16Copies MakeBf16Copies(const Context& c, const AttentionView<float>& v, int64
   return out;
 }
 
-template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS>
+template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS, int KV_MIN_BLOCKS>
 void RunForward(const Context& c, const AttentionView<float>& v, const Bf16Copies& b,
-                MmaConfig<D, FWD_WARPS, KV_BQ, KV_WARPS, Q_BK, Q_WARPS>) {
+                MmaConfig<D, FWD_WARPS, KV_BQ, KV_WARPS, Q_BK, Q_WARPS, KV_MIN_BLOCKS>) {
   LaunchMma<FwdSmem<D, FWD_WARPS>, FWD_WARPS>(c, MmaForwardKernel<D, FWD_WARPS>, v.n,
                                               static_cast<unsigned>(v.heads), v, b);
 }
 
-template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS>
+template <int D, int FWD_WARPS, int KV_BQ, int KV_WARPS, int Q_BK, int Q_WARPS, int KV_MIN_BLOCKS>
 void RunBackward(const Context& c, const AttentionView<float>& v, const Bf16Copies& b,
-                 MmaConfig<D, FWD_WARPS, KV_BQ, KV_WARPS, Q_BK, Q_WARPS>) {
-  LaunchMma<KvSmem<D, KV_BQ, KV_WARPS>, KV_WARPS>(c, MmaBackwardKvKernel<D, KV_BQ, KV_WARPS>, v.n,
+                 MmaConfig<D, FWD_WARPS, KV_BQ, KV_WARPS, Q_BK, Q_WARPS, KV_MIN_BLOCKS>) {
+  LaunchMma<KvSmem<D, KV_BQ, KV_WARPS>, KV_WARPS>(c, MmaBackwardKvKernel<D, KV_BQ, KV_WARPS, KV_MIN_BLOCKS>, v.n,
                                                   static_cast<unsigned>(v.kv_heads), v, b);
   LaunchMma<QSmem<D, Q_BK, Q_WARPS>, Q_WARPS>(c, MmaBackwardQKernel<D, Q_BK, Q_WARPS>, v.n,
                                               static_cast<unsigned>(v.heads), v, b);
@@ -757,6 +780,8 @@ void WithConfigOf(F&& f) {
       case 5: return f(MmaConfig<64, 8, 32, 8, 32, 8>{});
       case 6: return f(MmaConfig<64, 4, 64, 4, 32, 4>{});
       case 7: return f(MmaConfig<64, 8, 32, 4, 64, 4>{});
+      case 8: return f(MmaConfig<64, 8, 32, 4, 64, 4, 4>{});
+      case 9: return f(MmaConfig<64, 8, 64, 4, 64, 4, 3>{});
       default: break;
     }
   }
