@@ -4,38 +4,45 @@
 // instead: warp-level mma.sync.m16n8k16 (bf16 operands, fp32 accumulation),
 // which every GPU from sm_80 on runs, Hopper included.
 //
-// Structure (FlashAttention-2, Dao 2023), 4 warps per block, 16 rows per warp:
-//  * forward: one block per (64 queries, head). The scaled Q tile is rounded
-//    to bf16 once; each key tile of 64 keys is staged in shared memory as K
-//    (rows) and V transposed, so every operand fragment is one 32-bit load
-//    from a row. S = Q K^T lands in registers; the online softmax (row max by
-//    quad shuffles, fp32 sums) works on those registers, and P, rounded to
-//    bf16, is the A operand of O += P V straight from S's accumulator layout
-//    (no trip through shared memory). Only key tiles some row of the block can
-//    see are loaded (causal, window, document: the visibility rule of
+// Structure (FlashAttention-2, Dao 2023); each warp owns 16 rows, the
+// warps per block and inner tiles per head_dim are DefaultConfig's:
+//  * first, bf16 copies of scale * Q, K, V (and dO) in the workspace, rows
+//    padded with zeros to a multiple of 128, so every tile is a run of
+//    16-byte asynchronous copies (cp.async) into shared memory, double
+//    buffered: the next tile lands while this one computes. Operand fragments
+//    come from shared memory by ldmatrix (transposed for the B operands that
+//    are stored key- or query-major: V in P V, dO and Q in dV and dK, K in dQ).
+//  * forward: one block per (rows, head). Each key tile of 64 keys: S = Q K^T
+//    in registers; the online softmax (row max by quad shuffles, fp32 sums,
+//    exp as ex2 of one FFMA) on those registers; P, rounded to bf16, is the A
+//    operand of O += P V straight from S's accumulator layout (no trip through
+//    shared memory). Only key tiles some row of the block can see are loaded
+//    (causal, window, document: the visibility rule of
 //    kernels/math/attention_visibility.h); a warp skips tiles none of its rows
 //    sees and masks only the tiles its rows see in part.
-//  * backward, as attention.cu's: D = rowsum(dO * O) first, then two kernels
-//    without atomics (bitwise repeatable): one block per (64 keys, kv head)
-//    owns dK, dV of its keys over the GQA group's query heads (S^T = K Q^T,
-//    dP^T = V dO^T, dV += P^T dO, dK += dS^T Q), one block per (64 queries,
-//    head) owns dQ (S, dP, dQ += dS K).
+//  * backward, as attention.cu's: per-query lse, D = rowsum(dO * O) (double)
+//    and visible key ranges first, then two kernels without atomics (bitwise
+//    repeatable): one block per (keys, kv head) owns dK, dV of its keys over
+//    the GQA group's query heads (S^T = K Q^T, dP^T = V dO^T, dV += P^T dO,
+//    dK += dS^T Q), one block per (queries, head) owns dQ (S, dP, dQ += dS K).
+//    That recomputes S and dP once more than FlashAttention-2's single kernel
+//    with atomic dQ updates: 7 tile products where it has 5.
 // What is rounded to bf16: scale * Q, K, V, P, dO, dS (the operands of the
 // products); max, sums, lse, D and every accumulator stay fp32. The CPU's
 // bf16 attention rounds the same operands (attention_packed_bf16.h), so the
 // two agree to bf16 accuracy, not bit for bit (exp and summation orders
 // differ). tests/kernels/backend_consistency_test.cc checks both against the
-// fp32 op.
+// fp32 op. A NaN or Inf in a key or value row that a query cannot see but
+// that shares its 64-key tile reaches that query as NaN (0 * Inf), where the
+// fp32 kernels skip the pair; finite inputs give identical visibility.
 //
-// Not done here (measured first, docs/BENCHMARKS.md): Hopper's wgmma and TMA
-// (FlashAttention-3), cp.async double buffering. Global loads are F32 (the
-// model's activations), converted while staging.
+// Not done here: Hopper's wgmma and TMA (FlashAttention-3), a single-kernel
+// backward. Measured on an H200 in docs/BENCHMARKS.md.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/attention_mma.cuh"
@@ -679,10 +686,17 @@ struct MmaConfig {
   static size_t MostSmem() { return std::max({sizeof(Fwd), sizeof(Kv), sizeof(Q)}); }
 };
 
-// The configuration per head_dim. At 128, 32-query tiles keep dK, dV (128
-// fp32 registers per thread) and the tile's S^T, dP^T in registers.
+// The configuration per head_dim, chosen on an H200 (docs/BENCHMARKS.md,
+// "Tensor-core attention"): at head_dim 64, of seven tried, 8-warp forward
+// blocks and dK/dV blocks held to 168 registers so that three fit an SM
+// (12 bytes spilled) ran the 64K rows fastest (full 21.8 % of the bf16 peak,
+// against 19.3 % for 4-warp blocks without the bound). At 128, 32-query
+// tiles keep dK, dV (128 fp32 registers per thread) and the tile's S^T, dP^T
+// in registers.
 template <int D>
-struct DefaultConfig : MmaConfig<D, 4, (D >= 128 ? 32 : 64), 4, 64, 4> {};
+struct DefaultConfig : MmaConfig<D, 8, 64, 4, 64, 4, 3> {};
+template <>
+struct DefaultConfig<128> : MmaConfig<128, 4, 32, 4, 64, 4, 1> {};
 
 // f(std::integral_constant<int, D>) for the head_dims built here; false for others.
 template <class F>
@@ -765,29 +779,6 @@ void RunBackward(const Context& c, const AttentionView<float>& v, const Bf16Copi
                                               static_cast<unsigned>(v.heads), v, b);
 }
 
-// EXPERIMENT (session of 2026-12-04 16:41, removed once a configuration is
-// chosen): LONGCTX_MMA_CONFIG=0..7 picks a head_dim-64 configuration.
-template <int D, class F>
-void WithConfigOf(F&& f) {
-  if constexpr (D == 64) {
-    const char* e = std::getenv("LONGCTX_MMA_CONFIG");
-    const int which = e ? std::atoi(e) : 0;
-    switch (which) {
-      case 1: return f(MmaConfig<64, 8, 64, 4, 64, 4>{});
-      case 2: return f(MmaConfig<64, 4, 32, 4, 64, 4>{});
-      case 3: return f(MmaConfig<64, 4, 64, 8, 64, 4>{});
-      case 4: return f(MmaConfig<64, 4, 64, 4, 64, 8>{});
-      case 5: return f(MmaConfig<64, 8, 32, 8, 32, 8>{});
-      case 6: return f(MmaConfig<64, 4, 64, 4, 32, 4>{});
-      case 7: return f(MmaConfig<64, 8, 32, 4, 64, 4>{});
-      case 8: return f(MmaConfig<64, 8, 32, 4, 64, 4, 4>{});
-      case 9: return f(MmaConfig<64, 8, 64, 4, 64, 4, 3>{});
-      default: break;
-    }
-  }
-  f(DefaultConfig<D>{});
-}
-
 }  // namespace
 
 bool AttentionMmaUsable(const Context& c, const AttentionView<float>& v) {
@@ -800,14 +791,14 @@ bool AttentionMmaUsable(const Context& c, const AttentionView<float>& v) {
 void AttentionForwardMma(const Context& c, const AttentionView<float>& v, int64_t keys) {
   const Bf16Copies b = MakeBf16Copies(c, v, keys, /*backward=*/false);
   WithHeadDim(v.d, [&](auto dim) {
-    WithConfigOf<decltype(dim)::value>([&](auto config) { RunForward(c, v, b, config); });
+    RunForward(c, v, b, DefaultConfig<decltype(dim)::value>{});
   });
 }
 
 void AttentionBackwardMma(const Context& c, const AttentionView<float>& v) {
   const Bf16Copies b = MakeBf16Copies(c, v, v.n, /*backward=*/true);
   WithHeadDim(v.d, [&](auto dim) {
-    WithConfigOf<decltype(dim)::value>([&](auto config) { RunBackward(c, v, b, config); });
+    RunBackward(c, v, b, DefaultConfig<decltype(dim)::value>{});
   });
 }
 
