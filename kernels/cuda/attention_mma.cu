@@ -687,7 +687,7 @@ struct MmaConfig {
 };
 
 // The configuration per head_dim, chosen on an H200 (docs/BENCHMARKS.md,
-// "Tensor-core attention"): at head_dim 64, of seven tried, 8-warp forward
+// "Tensor-core attention"): at head_dim 64, of ten tried, 8-warp forward
 // blocks and dK/dV blocks held to 168 registers so that three fit an SM
 // (12 bytes spilled) ran the 64K rows fastest (full 21.8 % of the bf16 peak,
 // against 19.3 % for 4-warp blocks without the bound). At 128, 32-query
