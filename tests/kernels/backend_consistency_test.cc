@@ -554,6 +554,47 @@ struct AttnCase {
   int64_t pad;  // row padding of q/k/v/o/d_o/dq/dk/dv
 };
 
+// The cumulative segment starts of a case's lengths: {0, l0, l0 + l1, ...}.
+std::vector<int32_t> CuSeqlens(const std::vector<int32_t>& lengths) {
+  std::vector<int32_t> cu = {0};
+  for (int32_t len : lengths) cu.push_back(cu.back() + len);
+  return cu;
+}
+
+// One training attention case held twice: every tensor as a Twin with fresh
+// random values in [-2, 2), and the params of the reference (pr, dense host
+// copies) and of the backend under test (pd, padded rows in its memory).
+template <class T>
+struct AttnTwins {
+  AttnTwins(Backend* b, const AttnCase& c, std::mt19937& rng)
+      : n(CuSeqlens(c.seqlens).back()),
+        cu_seqlens(b, CuSeqlens(c.seqlens)),
+        q(b, {n, c.heads, c.head_dim}, c.pad),
+        k(b, {n, c.kv_heads, c.head_dim}, c.pad),
+        v(b, {n, c.kv_heads, c.head_dim}, c.pad),
+        o(b, {n, c.heads, c.head_dim}, c.pad),
+        lse(b, {c.heads, n}, 0),
+        d_o(b, {n, c.heads, c.head_dim}, c.pad),
+        dq(b, {n, c.heads, c.head_dim}, c.pad),
+        dk(b, {n, c.kv_heads, c.head_dim}, c.pad),
+        dv(b, {n, c.kv_heads, c.head_dim}, c.pad) {
+    for (Twin<T>* t : {&q, &k, &v, &o, &lse, &d_o, &dq, &dk, &dv}) t->Random(rng, -2, 2).Upload();
+    pr.q = q.ref(), pr.k = k.ref(), pr.v = v.ref(), pr.o = o.ref(), pr.lse = lse.ref();
+    pr.d_o = d_o.ref(), pr.dq = dq.ref(), pr.dk = dk.ref(), pr.dv = dv.ref();
+    pr.cu_seqlens = cu_seqlens.ref();
+    pd.q = q.dev(), pd.k = k.dev(), pd.v = v.dev(), pd.o = o.dev(), pd.lse = lse.dev();
+    pd.d_o = d_o.dev(), pd.dq = dq.dev(), pd.dk = dk.dev(), pd.dv = dv.dev();
+    pd.cu_seqlens = cu_seqlens.dev();
+    pr.window = pd.window = c.window;
+    pr.scale = pd.scale = c.scale;
+  }
+
+  int64_t n;
+  Ints cu_seqlens;
+  Twin<T> q, k, v, o, lse, d_o, dq, dk, dv;
+  AttentionParams pr, pd;
+};
+
 template <class T>
 void CheckAttention(Backend* b, Backend* ref, std::mt19937& rng) {
   const std::vector<AttnCase> cases = {
@@ -565,23 +606,9 @@ void CheckAttention(Backend* b, Backend* ref, std::mt19937& rng) {
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const AttnCase& c = cases[ci];
     const std::string what = "Attention case " + std::to_string(ci);
-    std::vector<int32_t> cu = {0};
-    for (int32_t len : c.seqlens) cu.push_back(cu.back() + len);
-    const int64_t n = cu.back(), h = c.heads, hkv = c.kv_heads, d = c.head_dim;
-    Ints cu_seqlens(b, cu);
-    Twin<T> q(b, {n, h, d}, c.pad), k(b, {n, hkv, d}, c.pad), v(b, {n, hkv, d}, c.pad);
-    Twin<T> o(b, {n, h, d}, c.pad), lse(b, {h, n}, 0), d_o(b, {n, h, d}, c.pad);
-    Twin<T> dq(b, {n, h, d}, c.pad), dk(b, {n, hkv, d}, c.pad), dv(b, {n, hkv, d}, c.pad);
-    for (Twin<T>* t : {&q, &k, &v, &o, &lse, &d_o, &dq, &dk, &dv}) t->Random(rng, -2, 2).Upload();
-    AttentionParams pr, pd;
-    pr.q = q.ref(), pr.k = k.ref(), pr.v = v.ref(), pr.o = o.ref(), pr.lse = lse.ref();
-    pr.d_o = d_o.ref(), pr.dq = dq.ref(), pr.dk = dk.ref(), pr.dv = dv.ref();
-    pr.cu_seqlens = cu_seqlens.ref();
-    pd.q = q.dev(), pd.k = k.dev(), pd.v = v.dev(), pd.o = o.dev(), pd.lse = lse.dev();
-    pd.d_o = d_o.dev(), pd.dq = dq.dev(), pd.dk = dk.dev(), pd.dv = dv.dev();
-    pd.cu_seqlens = cu_seqlens.dev();
-    pr.window = pd.window = c.window;
-    pr.scale = pd.scale = c.scale;
+    AttnTwins<T> t(b, c, rng);
+    Twin<T>&o = t.o, &lse = t.lse, &dq = t.dq, &dk = t.dk, &dv = t.dv;
+    AttentionParams &pr = t.pr, &pd = t.pd;
 
     ref->AttentionForward(pr);
     b->AttentionForward(pd);
@@ -636,23 +663,9 @@ void CheckAttentionBf16(Backend* b, Backend* ref, std::mt19937& rng, bool expect
     const AttnCase& c = cases[ci];
     const std::string what = "bf16 attention case " + std::to_string(ci) + " (head_dim " +
                              std::to_string(c.head_dim) + ")";
-    std::vector<int32_t> cu = {0};
-    for (int32_t len : c.seqlens) cu.push_back(cu.back() + len);
-    const int64_t n = cu.back(), h = c.heads, hkv = c.kv_heads, d = c.head_dim;
-    Ints cu_seqlens(b, cu);
-    Twin<T> q(b, {n, h, d}, c.pad), k(b, {n, hkv, d}, c.pad), v(b, {n, hkv, d}, c.pad);
-    Twin<T> o(b, {n, h, d}, c.pad), lse(b, {h, n}, 0), d_o(b, {n, h, d}, c.pad);
-    Twin<T> dq(b, {n, h, d}, c.pad), dk(b, {n, hkv, d}, c.pad), dv(b, {n, hkv, d}, c.pad);
-    for (Twin<T>* t : {&q, &k, &v, &o, &lse, &d_o, &dq, &dk, &dv}) t->Random(rng, -2, 2).Upload();
-    AttentionParams pr, pd;
-    pr.q = q.ref(), pr.k = k.ref(), pr.v = v.ref(), pr.o = o.ref(), pr.lse = lse.ref();
-    pr.d_o = d_o.ref(), pr.dq = dq.ref(), pr.dk = dk.ref(), pr.dv = dv.ref();
-    pr.cu_seqlens = cu_seqlens.ref();
-    pd.q = q.dev(), pd.k = k.dev(), pd.v = v.dev(), pd.o = o.dev(), pd.lse = lse.dev();
-    pd.d_o = d_o.dev(), pd.dq = dq.dev(), pd.dk = dk.dev(), pd.dv = dv.dev();
-    pd.cu_seqlens = cu_seqlens.dev();
-    pr.window = pd.window = c.window;
-    pr.scale = pd.scale = c.scale;
+    AttnTwins<T> t(b, c, rng);
+    Twin<T>&o = t.o, &lse = t.lse, &dq = t.dq, &dk = t.dk, &dv = t.dv;
+    AttentionParams &pr = t.pr, &pd = t.pd;
 
     ref->AttentionForward(pr);
     b->AttentionForward(pd);
@@ -664,7 +677,7 @@ void CheckAttentionBf16(Backend* b, Backend* ref, std::mt19937& rng, bool expect
         {"dq", RelativeError(got_dq, dq.host())},         {"dk", RelativeError(got_dk, dk.host())},
         {"dv", RelativeError(got_dv, dv.host())},
     };
-    const bool tensor_core_head = d == 32 || d == 64 || d == 128;
+    const bool tensor_core_head = c.head_dim == 32 || c.head_dim == 64 || c.head_dim == 128;
     for (const auto& [name, err] : errors) {
       EXPECT_LE(err, 2e-2) << what << " " << name << ": relative error against fp32";
       if (expect_bf16_heads && tensor_core_head && std::string(name) != "lse") {
