@@ -139,6 +139,59 @@ __device__ __forceinline__ float Exp2(float x) {
   return y;
 }
 
+// acc (16 x D, C layout) += a (16 x 16) B, B's 16 rows being rows k0.. of a
+// row-major shared array of D columns (V in O += P V, K in dQ += dS K).
+template <int D>
+__device__ __forceinline__ void MmaRowsB(float (&acc)[D / 8][4], const uint32_t (&a)[4], const Bf16* s, int k0,
+                                         int lane) {
+#pragma unroll
+  for (int dn = 0; dn < D / 16; ++dn) {
+    uint32_t bb[4];
+    LoadB2Trans(bb, s, D + kPad, k0, dn * 16, lane);
+    Mma(acc[2 * dn], a, bb[0], bb[1]);
+    Mma(acc[2 * dn + 1], a, bb[2], bb[3]);
+  }
+}
+
+// The two products both backward kernels recompute, from zero: s = A1 B1^T
+// and dp = A2 B2^T for the warp's 16 rows r0.. of the row-major A arrays and
+// the 8 N rows of the B arrays (dK/dV kernel: S^T = K Q^T and dP^T = V dO^T;
+// dQ kernel: S = Q K^T and dP = dO V^T). Shared arrays of D + kPad columns.
+template <int D, int N>
+__device__ __forceinline__ void RecomputeProducts(float (&s)[N][4], float (&dp)[N][4], const Bf16* a1, const Bf16* a2,
+                                                  int r0, const Bf16* b1, const Bf16* b2, int lane) {
+  constexpr int kLd = D + kPad;
+#pragma unroll
+  for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t x1[4], x2[4];
+    LoadA(x1, a1, kLd, r0, kk * 16, lane);
+    LoadA(x2, a2, kLd, r0, kk * 16, lane);
+#pragma unroll
+    for (int np = 0; np < N / 2; ++np) {
+      uint32_t bb[4];
+      LoadB2(bb, b1, kLd, np * 16, kk * 16, lane);
+      Mma(s[2 * np], x1, bb[0], bb[1]);
+      Mma(s[2 * np + 1], x1, bb[2], bb[3]);
+      LoadB2(bb, b2, kLd, np * 16, kk * 16, lane);
+      Mma(dp[2 * np], x2, bb[0], bb[1]);
+      Mma(dp[2 * np + 1], x2, bb[2], bb[3]);
+    }
+  }
+}
+
+// This thread's part of one row of a 16 x D accumulator block (half 0: row
+// g, registers 0 and 1; half 1: row g + 8, registers 2 and 3) times scale, to
+// dst (the row's first column 2 (lane % 4) of a token-major F32 tensor).
+template <int D>
+__device__ __forceinline__ void StoreAccRow(float* dst, const float (&acc)[D / 8][4], int half, float scale) {
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) dst[dt * 8] = acc[dt][2 * half] * scale, dst[dt * 8 + 1] = acc[dt][2 * half + 1] * scale;
+}
+
 // Asynchronous 16-byte global -> shared copies (sm_80+), in commit groups.
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddress(smem)), "l"(gmem) : "memory");
@@ -198,6 +251,37 @@ __device__ __forceinline__ WarpKeys WarpKeyRange(const AttentionView<float>& p, 
   return w;
 }
 
+// What a block of query rows (forward, dQ) knows of itself: its rows
+// [q0, q0 + nq) of head h (kv head kvh), the keys any of them sees
+// [block_lo, block_hi), the warp's rows from w0 and their key ranges, and this
+// thread's two rows (C layout: ra = q0 + w0 + lane / 4, rb = ra + 8; rows at
+// or past n see nothing) with their visible keys.
+struct QueryBlock {
+  int n, lane, t2, h, kvh, q0, nq, w0, block_lo, block_hi, ra, rb;
+  int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
+  int64_t ldq, ldk;  // elements per token row of the Q (dO) and K (V) copies
+  WarpKeys wk;
+};
+
+template <int D, int ROWS>
+__device__ __forceinline__ QueryBlock MakeQueryBlock(const AttentionView<float>& p) {
+  QueryBlock qb;
+  qb.n = static_cast<int>(p.n), qb.lane = threadIdx.x & 31;
+  qb.t2 = (qb.lane & 3) * 2;
+  qb.h = blockIdx.y, qb.kvh = qb.h / static_cast<int>(p.group);
+  qb.ldq = p.heads * D, qb.ldk = p.kv_heads * D;
+  qb.q0 = blockIdx.x * ROWS, qb.nq = min(ROWS, qb.n - qb.q0);
+  qb.w0 = (threadIdx.x >> 5) * kWarpRows;
+  qb.wk = WarpKeyRange(p, qb.q0 + qb.w0, min(kWarpRows, qb.nq - qb.w0));
+  int unused;
+  QueryKeyRange(p, qb.q0, qb.block_lo, unused);
+  QueryKeyRange(p, qb.q0 + qb.nq - 1, unused, qb.block_hi);
+  qb.ra = qb.q0 + qb.w0 + (qb.lane >> 2), qb.rb = qb.ra + 8;
+  if (qb.ra < qb.n) QueryKeyRange(p, qb.ra, qb.lo_a, qb.hi_a);
+  if (qb.rb < qb.n) QueryKeyRange(p, qb.rb, qb.lo_b, qb.hi_b);
+  return qb;
+}
+
 // ---------------------------------------------------------------- forward
 
 template <int D, int WARPS>
@@ -214,21 +298,12 @@ __global__ void __launch_bounds__(32 * WARPS) MmaForwardKernel(AttentionView<flo
   using S = FwdSmem<D, WARPS>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
   constexpr int kLd = S::kLd, kBlockRows = S::kRows, kTileN = kKeyTile / 8;  // n8 products per key tile
-  const int n = static_cast<int>(p.n), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int t2 = (lane & 3) * 2;
-  const int h = blockIdx.y, kvh = h / static_cast<int>(p.group);
-  const int64_t ldq = p.heads * D, ldk = p.kv_heads * D;
-  const int q0 = blockIdx.x * kBlockRows, nq = min(kBlockRows, n - q0);
-  const int w0 = warp * kWarpRows;
-  const WarpKeys wk = WarpKeyRange(p, q0 + w0, min(kWarpRows, nq - w0));
-  int block_lo, block_hi, unused;
-  QueryKeyRange(p, q0, block_lo, unused);
-  QueryKeyRange(p, q0 + nq - 1, unused, block_hi);
-  // This thread's two rows (C layout): ra = q0 + w0 + lane/4 and rb = ra + 8.
-  const int ra = q0 + w0 + (lane >> 2), rb = ra + 8;
-  int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
-  if (ra < n) QueryKeyRange(p, ra, lo_a, hi_a);
-  if (rb < n) QueryKeyRange(p, rb, lo_b, hi_b);
+  const QueryBlock qb = MakeQueryBlock<D, kBlockRows>(p);
+  const int n = qb.n, lane = qb.lane, t2 = qb.t2, h = qb.h, kvh = qb.kvh, q0 = qb.q0, w0 = qb.w0;
+  const int block_lo = qb.block_lo, block_hi = qb.block_hi, ra = qb.ra, rb = qb.rb;
+  const int lo_a = qb.lo_a, hi_a = qb.hi_a, lo_b = qb.lo_b, hi_b = qb.hi_b;
+  const int64_t ldq = qb.ldq, ldk = qb.ldk;
+  const WarpKeys& wk = qb.wk;
 
   // Key tiles start on multiples of 64 (16-byte aligned copies); keys of a
   // tile before block_lo are masked like any other invisible key.
@@ -320,13 +395,7 @@ __global__ void __launch_bounds__(32 * WARPS) MmaForwardKernel(AttentionView<flo
       for (int kc = 0; kc < kKeyTile / 16; ++kc) {
         uint32_t pa[4];
         AccToA(pa, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          uint32_t bb[4];
-          LoadB2Trans(bb, vs, kLd, kc * 16, dp * 16, lane);
-          Mma(o[2 * dp], pa, bb[0], bb[1]);
-          Mma(o[2 * dp + 1], pa, bb[2], bb[3]);
-        }
+        MmaRowsB<D>(o, pa, vs, kc * 16, lane);
       }
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
@@ -341,15 +410,11 @@ __global__ void __launch_bounds__(32 * WARPS) MmaForwardKernel(AttentionView<flo
   }
   const float inv_a = math::SoftmaxInvSum(l_a), inv_b = math::SoftmaxInvSum(l_b);
   if (ra < n) {
-    float* orow = p.o + int64_t(ra) * p.so + int64_t(h) * D + t2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) orow[dt * 8] = o[dt][0] * inv_a, orow[dt * 8 + 1] = o[dt][1] * inv_a;
+    StoreAccRow<D>(p.o + int64_t(ra) * p.so + int64_t(h) * D + t2, o, 0, inv_a);
     if (t2 == 0) p.lse[int64_t(h) * p.slse + ra] = math::SoftmaxLse(m_a, l_a);
   }
   if (rb < n) {
-    float* orow = p.o + int64_t(rb) * p.so + int64_t(h) * D + t2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) orow[dt * 8] = o[dt][2] * inv_b, orow[dt * 8 + 1] = o[dt][3] * inv_b;
+    StoreAccRow<D>(p.o + int64_t(rb) * p.so + int64_t(h) * D + t2, o, 1, inv_b);
     if (t2 == 0) p.lse[int64_t(h) * p.slse + rb] = math::SoftmaxLse(m_b, l_b);
   }
 }
@@ -429,26 +494,7 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) MmaBackwardKvKernel(At
       const float *lse = sm.lse[buf], *dd = sm.delta[buf];
       // S^T = K (scale Q)^T and dP^T = V dO^T: the warp's 16 keys x BQ queries.
       float s[kTileN][4], dp[kTileN][4];
-#pragma unroll
-      for (int nt = 0; nt < kTileN; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t ka[4], va[4];
-        LoadA(ka, sm.k, kLd, w0, kk * 16, lane);
-        LoadA(va, sm.v, kLd, w0, kk * 16, lane);
-#pragma unroll
-        for (int np = 0; np < kTileN / 2; ++np) {
-          uint32_t bb[4];
-          LoadB2(bb, qs, kLd, np * 16, kk * 16, lane);
-          Mma(s[2 * np], ka, bb[0], bb[1]);
-          Mma(s[2 * np + 1], ka, bb[2], bb[3]);
-          LoadB2(bb, dos, kLd, np * 16, kk * 16, lane);
-          Mma(dp[2 * np], va, bb[0], bb[1]);
-          Mma(dp[2 * np + 1], va, bb[2], bb[3]);
-        }
-      }
+      RecomputeProducts<D>(s, dp, sm.k, sm.v, w0, qs, dos, lane);
       // P^T = exp(S^T - lse) where visible, dS^T = P^T (dP^T - D). Every
       // query of the tile sees all 16 keys of the warp when the last query's
       // first key and the first query's end bound them (ranges are monotone).
@@ -494,22 +540,12 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) MmaBackwardKvKernel(At
   CpAsyncWait<0>();
 
   if (ja < j0 + nk) {
-    float* krow = p.dk + int64_t(ja) * p.sdk + int64_t(kvh) * D + t2;
-    float* vrow = p.dv + int64_t(ja) * p.sdv + int64_t(kvh) * D + t2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      krow[dt * 8] = dk[dt][0], krow[dt * 8 + 1] = dk[dt][1];
-      vrow[dt * 8] = dv[dt][0], vrow[dt * 8 + 1] = dv[dt][1];
-    }
+    StoreAccRow<D>(p.dk + int64_t(ja) * p.sdk + int64_t(kvh) * D + t2, dk, 0, 1.f);
+    StoreAccRow<D>(p.dv + int64_t(ja) * p.sdv + int64_t(kvh) * D + t2, dv, 0, 1.f);
   }
   if (jb < j0 + nk) {
-    float* krow = p.dk + int64_t(jb) * p.sdk + int64_t(kvh) * D + t2;
-    float* vrow = p.dv + int64_t(jb) * p.sdv + int64_t(kvh) * D + t2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      krow[dt * 8] = dk[dt][2], krow[dt * 8 + 1] = dk[dt][3];
-      vrow[dt * 8] = dv[dt][2], vrow[dt * 8 + 1] = dv[dt][3];
-    }
+    StoreAccRow<D>(p.dk + int64_t(jb) * p.sdk + int64_t(kvh) * D + t2, dk, 1, 1.f);
+    StoreAccRow<D>(p.dv + int64_t(jb) * p.sdv + int64_t(kvh) * D + t2, dv, 1, 1.f);
   }
 }
 
@@ -529,28 +565,16 @@ __global__ void __launch_bounds__(32 * WARPS) MmaBackwardQKernel(AttentionView<f
   extern __shared__ __align__(16) unsigned char mma_smem[];
   using S = QSmem<D, BK, WARPS>;
   S& sm = *reinterpret_cast<S*>(mma_smem);
-  constexpr int kLd = S::kLd, kBlockRows = S::kRows, kTileN = BK / 8;
-  const int n = static_cast<int>(p.n), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int t2 = (lane & 3) * 2;
-  const int h = blockIdx.y, kvh = h / static_cast<int>(p.group);
-  const int64_t ldq = p.heads * D, ldk = p.kv_heads * D;
-  const int q0 = blockIdx.x * kBlockRows, nq = min(kBlockRows, n - q0);
-  const int w0 = warp * kWarpRows;
-  const WarpKeys wk = WarpKeyRange(p, q0 + w0, min(kWarpRows, nq - w0));
-  int block_lo, block_hi, unused;
-  QueryKeyRange(p, q0, block_lo, unused);
-  QueryKeyRange(p, q0 + nq - 1, unused, block_hi);
-  const int ra = q0 + w0 + (lane >> 2), rb = ra + 8;
-  int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
+  constexpr int kBlockRows = S::kRows, kTileN = BK / 8;
+  const QueryBlock qb = MakeQueryBlock<D, kBlockRows>(p);
+  const int n = qb.n, lane = qb.lane, t2 = qb.t2, h = qb.h, kvh = qb.kvh, q0 = qb.q0, w0 = qb.w0;
+  const int block_lo = qb.block_lo, block_hi = qb.block_hi, ra = qb.ra, rb = qb.rb;
+  const int lo_a = qb.lo_a, hi_a = qb.hi_a, lo_b = qb.lo_b, hi_b = qb.hi_b;
+  const int64_t ldq = qb.ldq, ldk = qb.ldk;
+  const WarpKeys& wk = qb.wk;
   float lse_a = 0.f, lse_b = 0.f, d_a = 0.f, d_b = 0.f;
-  if (ra < n) {
-    QueryKeyRange(p, ra, lo_a, hi_a);
-    lse_a = b.lse[int64_t(h) * b.rows + ra], d_a = b.delta[int64_t(h) * b.rows + ra];
-  }
-  if (rb < n) {
-    QueryKeyRange(p, rb, lo_b, hi_b);
-    lse_b = b.lse[int64_t(h) * b.rows + rb], d_b = b.delta[int64_t(h) * b.rows + rb];
-  }
+  if (ra < n) lse_a = b.lse[int64_t(h) * b.rows + ra], d_a = b.delta[int64_t(h) * b.rows + ra];
+  if (rb < n) lse_b = b.lse[int64_t(h) * b.rows + rb], d_b = b.delta[int64_t(h) * b.rows + rb];
 
   const int first = block_lo / BK * BK;
   auto stage = [&](int buf, int t0) {
@@ -575,26 +599,7 @@ __global__ void __launch_bounds__(32 * WARPS) MmaBackwardQKernel(AttentionView<f
     if (!wk.Skips(t0, BK)) {
       const Bf16 *ks = sm.k[buf], *vs = sm.v[buf];
       float s[kTileN][4], dp[kTileN][4];
-#pragma unroll
-      for (int nt = 0; nt < kTileN; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t qa[4], da[4];
-        LoadA(qa, sm.q, kLd, w0, kk * 16, lane);
-        LoadA(da, sm.d_o, kLd, w0, kk * 16, lane);
-#pragma unroll
-        for (int np = 0; np < kTileN / 2; ++np) {
-          uint32_t bb[4];
-          LoadB2(bb, ks, kLd, np * 16, kk * 16, lane);
-          Mma(s[2 * np], qa, bb[0], bb[1]);
-          Mma(s[2 * np + 1], qa, bb[2], bb[3]);
-          LoadB2(bb, vs, kLd, np * 16, kk * 16, lane);
-          Mma(dp[2 * np], da, bb[0], bb[1]);
-          Mma(dp[2 * np + 1], da, bb[2], bb[3]);
-        }
-      }
+      RecomputeProducts<D>(s, dp, sm.q, sm.d_o, w0, ks, vs, lane);
       // dS = P (dP - D), P = exp(S - lse) where visible; kept in s.
       const bool inside = wk.Inside(t0, BK);
 #pragma unroll
@@ -611,30 +616,15 @@ __global__ void __launch_bounds__(32 * WARPS) MmaBackwardQKernel(AttentionView<f
       for (int kc = 0; kc < BK / 16; ++kc) {
         uint32_t da[4];
         AccToA(da, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-        for (int dn = 0; dn < D / 16; ++dn) {
-          uint32_t bb[4];
-          LoadB2Trans(bb, ks, kLd, kc * 16, dn * 16, lane);
-          Mma(dq[2 * dn], da, bb[0], bb[1]);
-          Mma(dq[2 * dn + 1], da, bb[2], bb[3]);
-        }
+        MmaRowsB<D>(dq, da, ks, kc * 16, lane);
       }
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
   }
   CpAsyncWait<0>();
 
-  const float scale = p.scale;
-  if (ra < n) {
-    float* row = p.dq + int64_t(ra) * p.sdq + int64_t(h) * D + t2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) row[dt * 8] = scale * dq[dt][0], row[dt * 8 + 1] = scale * dq[dt][1];
-  }
-  if (rb < n) {
-    float* row = p.dq + int64_t(rb) * p.sdq + int64_t(h) * D + t2;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) row[dt * 8] = scale * dq[dt][2], row[dt * 8 + 1] = scale * dq[dt][3];
-  }
+  if (ra < n) StoreAccRow<D>(p.dq + int64_t(ra) * p.sdq + int64_t(h) * D + t2, dq, 0, p.scale);
+  if (rb < n) StoreAccRow<D>(p.dq + int64_t(rb) * p.sdq + int64_t(h) * D + t2, dq, 1, p.scale);
 }
 
 // ---------------------------------------------------------------- bf16 copies
