@@ -8,7 +8,8 @@
 #   1. every Backend op through the CUDA backend against the CPU backend
 #      (backend_consistency_test, cuda instance: F32 and F64, strided views,
 #      padding untouched, repeatable reductions), and attention at precision
-#      bf16 (the tensor-core kernels) against the CPU's fp32 op;
+#      bf16 (the tensor-core kernels) against the CPU's fp32 op, that test
+#      again under compute-sanitizer's memcheck and racecheck;
 #   2. the NCCL communicator's collectives on device buffers (mpirun -np N,
 #      N = the GPUs on this node, at most 2);
 #   3. training: the demo model (configs/demo.textproto) for STEPS steps on the
@@ -18,9 +19,9 @@
 #      CUDA run in bf16 within 2 % of the CUDA fp32 run at every step, and
 #      the CUDA fp32 run as one FSDP rank under mpirun (NCCL communicator:
 #      reduce-scatter, all-gather) within 1e-5 of the single process;
-#   4. a throughput figure: `longctx bench` on ref-b (T = 512) on the CUDA
-#      backend, fp32 and bf16 (printed, not asserted — speed lives in
-#      benchmarks, not tests).
+#   4. throughput figures: `longctx bench` on ref-b (T = 512) on the CUDA
+#      backend, fp32 and bf16, and `bench attention` at 16K in bf16 (printed,
+#      not asserted — speed lives in benchmarks, not tests).
 # Usage: scripts/gpu_check.sh [DIR]   DIR: a build folder configured with
 #        -DLONGCTX_CUDA=ON (default build; targets longctx
 #        backend_consistency_test nccl_communicator_mpi_check), or one folder
@@ -30,6 +31,8 @@
 #        GPU_CHECK_OUT   where runs and logs go (default /tmp/gpu-check)
 #        GPU_CHECK_STEPS training steps (default 30)
 #        MPIRUN          the mpirun to use (default: mpirun on PATH)
+#        COMPUTE_SANITIZER  compute-sanitizer to use (default: on PATH, else
+#                        $CUDA_HOME/bin, else /usr/local/cuda/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-build}
@@ -65,6 +68,23 @@ rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || fail "backend_consistency_test exited $rc"
 grep -q '\[  PASSED  \] 2 tests' "$OUT/backend.log" || fail "the cuda instance's two tests did not run and pass (skipped?)"
 grep -q '\[  SKIPPED' "$OUT/backend.log" && fail "the cuda instance was skipped on a machine with a GPU"
+
+step "1b. compute-sanitizer memcheck and racecheck on the bf16 attention test"
+# The tensor-core kernels copy tiles asynchronously and share them between
+# warps: an out-of-bounds copy or a missing barrier shows here, not in a
+# tolerance. compute-sanitizer ships with the CUDA toolkit that built this.
+SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")}
+[ -x "$SANITIZER" ] || fail "compute-sanitizer not found (CUDA toolkit; set COMPUTE_SANITIZER=PATH)"
+for tool in memcheck racecheck; do
+  set +e
+  "$SANITIZER" --tool "$tool" --error-exitcode 3 "$BACKEND_TEST" \
+    --gtest_filter='*/BackendConsistencyTest.Bf16AttentionMatchesF32Reference/cuda' > "$OUT/sanitizer-$tool.log" 2>&1
+  rc=$?
+  set -e
+  tail -3 "$OUT/sanitizer-$tool.log"
+  [ "$rc" -eq 0 ] || fail "compute-sanitizer --tool $tool exited $rc ($OUT/sanitizer-$tool.log)"
+  grep -q '\[  PASSED  \] 1 test' "$OUT/sanitizer-$tool.log" || fail "the bf16 attention test did not pass under $tool"
+done
 
 step "2. NCCL collectives"
 NP=$(( GPUS >= 2 ? 2 : 1 ))
@@ -121,10 +141,13 @@ if bad:
     sys.exit(1)
 EOF
 
-step "4. throughput (printed, not asserted): ref-b T=512 on the cuda backend"
+step "4. throughput (printed, not asserted): ref-b T=512 and bf16 attention at 16K on the cuda backend"
 for p in fp32 bf16; do
   "$LONGCTX" bench --config configs/ref-b.textproto --backend=cuda --precision=$p --steps=5 --warmup=2 \
     2>&1 | tee "$OUT/bench-$p.log" || fail "bench $p failed"
 done
+"$LONGCTX" bench attention --config configs/ref-b.textproto --backend=cuda --precision=bf16 --lengths=16384 \
+  --kinds=full,swa --window=1024 --repeats=3 --layer=false 2>&1 | tee "$OUT/bench-attention.log" \
+  || fail "bench attention failed"
 
 step "all checks passed"
