@@ -64,13 +64,26 @@ constexpr int kPad = 8;
 
 using Bf16 = __nv_bfloat16;
 
+// bf16 mma.sync and cp.async exist from sm_80 on. For older targets (a build
+// with CMAKE_CUDA_ARCHITECTURES below 80) the instructions compile to a trap;
+// AttentionMmaUsable never launches these kernels on such a GPU.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define LONGCTX_MMA_TARGET 1
+#else
+#define LONGCTX_MMA_TARGET 0
+#endif
+
 // d += a * b: one m16n8k16 tensor-core product, bf16 operands, fp32 accumulators.
 __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if LONGCTX_MMA_TARGET
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
 }
 
 // Two fp32 values as a bf16 pair (round to nearest even), lo in the low half.
@@ -79,7 +92,7 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-__device__ __forceinline__ unsigned SmemAddress(const void* p) {
+[[maybe_unused]] __device__ __forceinline__ unsigned SmemAddress(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
@@ -87,14 +100,22 @@ __device__ __forceinline__ unsigned SmemAddress(const void* p) {
 // rows of matrix m; each lane gets (row lane/4, columns 2(lane%4), +1) of each
 // (PTX ldmatrix), or with .trans (rows 2(lane%4), +1; column lane/4).
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const Bf16* row) {
+#if LONGCTX_MMA_TARGET
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(SmemAddress(row)));
+#else
+  __trap();
+#endif
 }
 __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const Bf16* row) {
+#if LONGCTX_MMA_TARGET
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(SmemAddress(row)));
+#else
+  __trap();
+#endif
 }
 
 // The A fragment (16 x 16) at rows r0.., columns k0.. of a row-major shared
@@ -194,16 +215,34 @@ __device__ __forceinline__ void StoreAccRow(float* dst, const float (&acc)[D / 8
 
 // Asynchronous 16-byte global -> shared copies (sm_80+), in commit groups.
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+#if LONGCTX_MMA_TARGET
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddress(smem)), "l"(gmem) : "memory");
+#else
+  __trap();
+#endif
 }
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void CpAsyncCommit() {
+#if LONGCTX_MMA_TARGET
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
 __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem) {
+#if LONGCTX_MMA_TARGET
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddress(smem)), "l"(gmem) : "memory");
+#else
+  __trap();
+#endif
 }
 // Wait until at most N of this thread's groups are still in flight.
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
+#if LONGCTX_MMA_TARGET
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+  __trap();
+#endif
 }
 
 // The bf16 copies the kernels stage from (AttentionBf16Copies below): dense
@@ -774,7 +813,9 @@ void RunBackward(const Context& c, const AttentionView<float>& v, const Bf16Copi
 }  // namespace
 
 bool AttentionMmaUsable(const Context& c, const AttentionView<float>& v) {
-  if (!c.bf16_matmul) return false;
+  // bf16 mma.sync and cp.async need sm_80 (LONGCTX_MMA_TARGET); older GPUs
+  // keep the scalar kernels.
+  if (!c.bf16_matmul || c.compute_capability < 80) return false;
   size_t smem = 0;
   if (!WithHeadDim(v.d, [&](auto dim) { smem = DefaultConfig<decltype(dim)::value>::MostSmem(); })) return false;
   return smem <= static_cast<size_t>(c.max_smem_per_block);

@@ -97,6 +97,7 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     LONGCTX_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     b->description_ = absl::StrCat(prop.name, " (sm_", prop.major, prop.minor, ")");
+    b->ctx_.compute_capability = prop.major * 10 + prop.minor;
     return std::unique_ptr<Backend>(std::move(b));
   }
 

@@ -74,6 +74,7 @@ struct Context {
   int* error_word = nullptr;        // device int, see ErrorBit
   Workspace* workspace = nullptr;
   int max_smem_per_block = 48 << 10;  // opt-in dynamic shared memory limit
+  int compute_capability = 0;         // 10 * major + minor (90 = Hopper)
   // MatmulPrecision::kBF16: F32 GEMMs (and the LM head's) use cuBLAS
   // CUBLAS_COMPUTE_32F_FAST_16BF (operands converted to bf16, fp32 accumulation).
   bool bf16_matmul = false;
