@@ -58,8 +58,9 @@ constexpr int kKeyTile = 64;   // keys per forward tile
 // The bf16 copies are padded to a multiple of this many rows, the most rows
 // any kernel's tile or block reads (8 warps x 16).
 constexpr int kCopyRows = 128;
-// bf16 elements of padding per shared-memory row: with it, the 32 lanes'
-// 32-bit fragment loads (row lane/4, word lane%4) fall in 32 distinct banks.
+// bf16 elements of padding per shared-memory row (16 bytes): with it the 8
+// rows of 16 bytes that one ldmatrix phase reads, and the 16-byte cp.async
+// stores, fall in distinct banks (row strides of 80, 144, 272 bytes).
 constexpr int kPad = 8;
 
 using Bf16 = __nv_bfloat16;
@@ -245,9 +246,9 @@ __device__ __forceinline__ void CpAsyncWait() {
 #endif
 }
 
-// The bf16 copies the kernels stage from (AttentionBf16Copies below): dense
-// [rows][heads * D], rows padded with zeros to a multiple of 64, so every
-// tile the kernels copy (aligned to its height) lies inside.
+// The bf16 copies the kernels stage from (MakeBf16Copies below): dense
+// [rows][heads * D], rows padded with zeros to a multiple of kCopyRows, so
+// every tile the kernels copy (aligned to its height) lies inside.
 struct Bf16Copies {
   const Bf16 *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;  // q: scale * Q
   // Backward: per-query rows padded likewise (zeros past N), so a query tile
