@@ -15,6 +15,7 @@
 // asserts stride handling, padding safety and determinism even on a machine
 // without a GPU.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -670,23 +671,17 @@ void CheckAttentionBf16(Backend* b, Backend* ref, std::mt19937& rng, bool expect
     const std::string what = "bf16 attention case " + std::to_string(ci) + " (head_dim " +
                              std::to_string(c.head_dim) + ")";
     AttnTwins<T> t(b, c, rng);
-    Twin<T>& o = t.o;
-    Twin<T>& lse = t.lse;
-    Twin<T>& dq = t.dq;
-    Twin<T>& dk = t.dk;
-    Twin<T>& dv = t.dv;
-    AttentionParams& pr = t.pr;
-    AttentionParams& pd = t.pd;
-
-    ref->AttentionForward(pr);
-    b->AttentionForward(pd);
-    ref->AttentionBackward(pr);
-    b->AttentionBackward(pd);
-    const std::vector<T> got_dq = dq.Download(), got_dk = dk.Download(), got_dv = dv.Download();
+    ref->AttentionForward(t.pr);
+    b->AttentionForward(t.pd);
+    ref->AttentionBackward(t.pr);
+    b->AttentionBackward(t.pd);
+    const std::vector<T> got_dq = t.dq.Download(), got_dk = t.dk.Download(), got_dv = t.dv.Download();
     const std::vector<std::pair<const char*, double>> errors = {
-        {"o", RelativeError(o.Download(), o.host())},     {"lse", RelativeError(lse.Download(), lse.host())},
-        {"dq", RelativeError(got_dq, dq.host())},         {"dk", RelativeError(got_dk, dk.host())},
-        {"dv", RelativeError(got_dv, dv.host())},
+        {"o", RelativeError(t.o.Download(), t.o.host())},
+        {"lse", RelativeError(t.lse.Download(), t.lse.host())},
+        {"dq", RelativeError(got_dq, t.dq.host())},
+        {"dk", RelativeError(got_dk, t.dk.host())},
+        {"dv", RelativeError(got_dv, t.dv.host())},
     };
     const bool tensor_core_head = c.head_dim == 32 || c.head_dim == 64 || c.head_dim == 128;
     for (const auto& [name, err] : errors) {
@@ -696,10 +691,10 @@ void CheckAttentionBf16(Backend* b, Backend* ref, std::mt19937& rng, bool expect
       }
       std::printf("%s %s: relative error %.3g against fp32\n", what.c_str(), name, err);
     }
-    b->AttentionBackward(pd);
-    ExpectBitwiseEqual(dq.Download(), got_dq, what + " dq");
-    ExpectBitwiseEqual(dk.Download(), got_dk, what + " dk");
-    ExpectBitwiseEqual(dv.Download(), got_dv, what + " dv");
+    b->AttentionBackward(t.pd);
+    ExpectBitwiseEqual(t.dq.Download(), got_dq, what + " dq");
+    ExpectBitwiseEqual(t.dk.Download(), got_dk, what + " dk");
+    ExpectBitwiseEqual(t.dv.Download(), got_dv, what + " dv");
   }
 }
 
@@ -711,6 +706,17 @@ struct InferenceCase {
   int window, offset;
   int64_t pad;
 };
+
+// The inference shapes both checks run, with the head_dim of each.
+std::vector<InferenceCase> InferenceCases(const std::array<int64_t, 5>& head_dims) {
+  return {
+      {{1}, {257}, 4, 2, head_dims[0], 0, 0, 0},                   // decode
+      {{1, 1, 1}, {5, 130, 1}, 4, 1, head_dims[1], 40, 0, 3},      // decode, several sequences, window
+      {{100}, {230}, 4, 2, head_dims[2], 0, 0, 1},                 // chunk after a cache
+      {{70, 0, 64}, {150, 3, 70}, 2, 2, head_dims[3], 50, 10, 2},  // chunks with window and offset
+      {{130, 1, 163}, {130, 1, 163}, 4, 2, head_dims[4], 0, 37, 0},  // prefill, offset (STRING part 2)
+  };
+}
 
 // An inference case held twice, as AttnTwins holds a training one.
 template <class T>
@@ -761,13 +767,7 @@ std::pair<std::vector<T>, std::vector<T>> SplitLse(const std::vector<T>& got, co
 // rows that see no key (lse = -inf) and rows empty in both merged parts.
 template <class T>
 void CheckAttentionInference(Backend* b, Backend* ref, std::mt19937& rng) {
-  const std::vector<InferenceCase> cases = {
-      {{1}, {257}, 4, 2, 32, 0, 0, 0},                  // decode
-      {{1, 1, 1}, {5, 130, 1}, 4, 1, 16, 40, 0, 3},     // decode, several sequences, window
-      {{100}, {230}, 4, 2, 24, 0, 0, 1},                // chunk after a cache
-      {{70, 0, 64}, {150, 3, 70}, 2, 2, 16, 50, 10, 2}, // chunks with window and offset
-      {{130, 1, 163}, {130, 1, 163}, 4, 2, 16, 0, 37, 0},  // prefill, offset (STRING part 2)
-  };
+  const std::vector<InferenceCase> cases = InferenceCases({32, 16, 24, 16, 16});
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const std::string what = "Inference attention case " + std::to_string(ci);
     InferenceTwins<T> t(b, cases[ci], rng);
@@ -818,13 +818,7 @@ void CheckAttentionInference(Backend* b, Backend* ref, std::mt19937& rng) {
 // the tensor-core forward. (Added 2026-12-04 after the session's GPU time was
 // spent: its cuda instance has not run yet; scripts/gpu_check.sh runs it.)
 void CheckAttentionInferenceBf16(Backend* b, Backend* ref, std::mt19937& rng, bool expect_bf16_heads) {
-  const std::vector<InferenceCase> cases = {
-      {{1}, {257}, 4, 2, 64, 0, 0, 0},                     // decode
-      {{1, 1, 1}, {5, 130, 1}, 4, 1, 32, 40, 0, 3},        // decode, several sequences, window
-      {{100}, {230}, 4, 2, 64, 0, 0, 1},                   // chunk after a cache
-      {{70, 0, 64}, {150, 3, 70}, 2, 2, 32, 50, 10, 2},    // chunks with window and offset
-      {{130, 1, 163}, {130, 1, 163}, 4, 2, 128, 0, 37, 0}, // prefill, offset (STRING part 2)
-  };
+  const std::vector<InferenceCase> cases = InferenceCases({64, 32, 64, 32, 128});
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const std::string what = "bf16 inference attention case " + std::to_string(ci);
     InferenceTwins<float> t(b, cases[ci], rng);
