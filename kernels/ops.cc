@@ -2,6 +2,8 @@
 // backend runs the op. Each message names the op and the offending tensor.
 #include "kernels/ops.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 #include "kernels/status_macros.h"
 
@@ -226,8 +228,18 @@ absl::Status LmHeadLossParams::Validate() const {
   if (dweight.defined()) LONGCTX_RETURN_IF_ERROR(SameShape(op, "dweight", dweight, "weight", weight));
   if (losses.defined() && (losses.ndim != 1 || losses.shape[0] != x.shape[0] || losses.dtype != x.dtype))
     return Bad(op, "losses must be [N] of x's dtype");
-  if (chunk_tokens <= 0) return Bad(op, "chunk_tokens must be > 0");
+  if (chunk_tokens < 0) return Bad(op, absl::StrCat("chunk_tokens must be >= 0 (0 = the default), is ", chunk_tokens));
   return absl::OkStatus();
+}
+
+int64_t LmHeadLossParams::ChunkRows() const {
+  return chunk_tokens > 0 ? chunk_tokens : DefaultLmHeadChunkRows(weight.shape[0]);
+}
+
+int64_t DefaultLmHeadChunkRows(int64_t vocab) {
+  constexpr int64_t kBudgetBytes = int64_t{128} << 20, kMinRows = 256, kMaxRows = 1024;
+  const int64_t fit = kBudgetBytes / (std::max<int64_t>(vocab, 1) * static_cast<int64_t>(sizeof(float)));
+  return std::clamp(fit, kMinRows, kMaxRows);
 }
 
 absl::Status AdamWParams::Validate() const {

@@ -126,7 +126,7 @@ struct AttentionMergeParams {
 };
 
 // Cross-entropy of an LM head, fused and chunked so the [N, V] logits are
-// never materialised for more than chunk_tokens rows at a time.
+// never materialised for more than ChunkRows() rows at a time.
 // logits = x @ weight^T; loss_t = logsumexp(logits_t) - logits_t[target_t];
 // tokens with target < 0 are ignored (loss mask). Returns, via loss_sum, the sum
 // over valid tokens (in double). When dx/dweight are set the backward runs in the
@@ -140,9 +140,20 @@ struct LmHeadLossParams {
   Tensor dweight;  // optional [V, D], accumulate
   Tensor losses;   // optional [N] per-token loss (0 where ignored)
   double grad_scale = 1.0;
-  int64_t chunk_tokens = 256;
+  int64_t chunk_tokens = 0;  // rows per logits chunk; 0 = DefaultLmHeadChunkRows(V)
   absl::Status Validate() const;
+  int64_t ChunkRows() const;  // chunk_tokens, or the default for weight's V
 };
+
+// Rows of an LM-head logits chunk when the caller does not choose: as many as
+// keep the chunk's F32 logits within 128 MiB, no fewer than 256 and no more
+// than 1,024. Why: each chunk's products pass over the whole [V, D] weight
+// (the GEMM library packs it again per product), so fewer, larger chunks cost
+// less. At ref-b's vocabulary (32,000: 1,024 rows, 131 MB) against 256 rows,
+// 2-core Zen 5, 2 threads: the fp32 head 7 % faster per step (its x W^T
+// product 182 -> 143 ms), the bf16 head 10 % (its dW product 114 -> 88 ms);
+// a 128K vocabulary keeps 256 rows (docs/BENCHMARKS.md, issue 16).
+int64_t DefaultLmHeadChunkRows(int64_t vocab);
 
 // Decoupled-weight-decay Adam on a flat buffer (F32 param and state):
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

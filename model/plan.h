@@ -94,7 +94,7 @@ struct PlanOptions {
   int64_t batch = 1;        // rows per micro-batch
   int64_t seq_len = 2048;   // tokens per row
   int64_t grad_accum = 1;   // micro-batches per optimizer step (FLOPs per step)
-  int64_t logits_chunk_tokens = 256;
+  int64_t logits_chunk_tokens = 0;  // 0 = the LM head's default for the vocab (DefaultLmHeadChunkRows)
   int recompute_every = 0;  // activation recomputation (ModelConfig.recompute_every)
   bool bf16_activations = false;  // ModelConfig.activation_dtype "bf16"
   bool bf16_products = false;     // precision BF16 with an F32 model (xn1, xn2, h in bf16)
@@ -119,7 +119,7 @@ FlopCounts CountTrainingFlops(const ModelDims& dims, int64_t seq_len);
 // bf16_products: MatmulPrecision::kBF16 on an F32 model (implied by
 // bf16_activations).
 MemoryPlan EstimateTrainingMemory(const ModelDims& dims, int64_t batch, int64_t seq_len,
-                                  int64_t logits_chunk_tokens = 256, int recompute_every = 0,
+                                  int64_t logits_chunk_tokens = 0, int recompute_every = 0,
                                   bool bf16_activations = false, bool bf16_products = false);
 Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 

@@ -1,6 +1,6 @@
 // Why: the LM head's cross-entropy fused and chunked, because the [N, V] logits
 // of a long context (e.g. 128K tokens x 128K vocab) would not fit in memory.
-// Per chunk of chunk_tokens rows: logits = x_chunk @ W^T (BLAS, from this serial
+// Per chunk of p.ChunkRows() rows: logits = x_chunk @ W^T (BLAS, from this serial
 // code: OpenBLAS threads itself), a stable log-softmax per row (OpenMP over
 // rows), then, for the backward, the logits buffer is overwritten in place with
 // dlogits and two more GEMMs produce dx_chunk and accumulate dW. Only one
@@ -67,7 +67,7 @@ template <class T>
 double LmHeadLossImpl(const LmHeadLossParams& p, const MatmulConfig& m) {
   const int64_t n = p.x.shape[0], vocab = p.weight.shape[0];
   if (n == 0) return 0.0;
-  const int64_t chunk = std::min<int64_t>(p.chunk_tokens, n);
+  const int64_t chunk = std::min<int64_t>(p.ChunkRows(), n);
   const int32_t* targets = p.targets.as<int32_t>();
   const bool want_dx = p.dx.defined(), want_dw = p.dweight.defined();
   const bool backward = want_dx || want_dw;

@@ -203,7 +203,7 @@ class CudaBackend final : public Backend {
     a.dweight = p.dweight;
     a.losses = p.losses;
     a.grad_scale = p.grad_scale;
-    a.chunk_tokens = p.chunk_tokens;
+    a.chunk_tokens = p.ChunkRows();
     const double loss = cuda::LmHeadLoss(ctx_, a);
     SyncAndCheck();  // an invalid target must not pass silently
     return loss;

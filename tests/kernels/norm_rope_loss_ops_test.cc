@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -351,7 +352,7 @@ TYPED_TEST(TypedOpsTest, LmHeadLossMatchesNaiveLogSumExp) {
   const NaiveCe want = NaiveLmHeadLoss(xd, wd, tgt, vocab);
   Padded<T> x = xd.Like<T>();
   std::vector<T> w = Cast<T>(wd);
-  for (int64_t chunk : {1, 4, 5, 100}) {
+  for (int64_t chunk : {1, 4, 5, 100, 0}) {  // 0: the default rows for the vocab (all 11 here)
     std::vector<T> losses(n, T(-9));
     LmHeadLossParams p = LmParams(x, w, tgt, vocab, chunk);
     p.losses = Tensor(losses.data(), DTypeOf<T>(), {n});
@@ -374,6 +375,29 @@ TYPED_TEST(TypedOpsTest, LmHeadLossMatchesNaiveLogSumExp) {
   const double l = cpu::LmHeadLoss(p);
   EXPECT_TRUE(std::isfinite(l)) << l;
   EXPECT_GT(l, 0.0);
+}
+
+// The default chunk keeps a chunk's F32 logits within 128 MiB, between 256
+// and 1,024 rows; a chunk the caller sets is kept; a negative one is refused.
+TEST(LmHeadLossTest, DefaultChunkRowsFollowTheVocab) {
+  EXPECT_EQ(DefaultLmHeadChunkRows(13), 1024);
+  EXPECT_EQ(DefaultLmHeadChunkRows(32000), 1024);     // 131 MB
+  EXPECT_EQ(DefaultLmHeadChunkRows(49152), 682);      // 128 MiB / (49,152 x 4)
+  EXPECT_EQ(DefaultLmHeadChunkRows(128256), 261);
+  EXPECT_EQ(DefaultLmHeadChunkRows(1 << 20), 256);    // never fewer
+  std::vector<float> w(32000 * 2), x(2 * 2);
+  std::vector<int32_t> tgt = {0, 1};
+  LmHeadLossParams p;
+  p.x = Tensor(x.data(), DType::kF32, {2, 2});
+  p.weight = Tensor(w.data(), DType::kF32, {32000, 2});
+  p.targets = Tensor(tgt.data(), DType::kI32, {2});
+  EXPECT_EQ(p.ChunkRows(), 1024);
+  p.chunk_tokens = 7;
+  EXPECT_EQ(p.ChunkRows(), 7);
+  p.chunk_tokens = -1;
+  const absl::Status st = p.Validate();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("chunk_tokens"), std::string::npos) << st;
 }
 
 TEST(LmHeadLossTest, GradientsMatchFiniteDifferences) {

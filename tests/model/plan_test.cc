@@ -124,7 +124,7 @@ TEST(EstimateTrainingMemory, TinyTestLinesByHand) {
   EXPECT_EQ(m.adam_v, m.weights);
   EXPECT_EQ(m.final_norm, n * (32 + 33) * 4);  // final residual + final norm out and rstd
   EXPECT_EQ(m.token_buffers, n * 12);
-  EXPECT_EQ(m.logits_chunk_tokens, 64);  // fewer tokens than one 256-token chunk
+  EXPECT_EQ(m.logits_chunk_tokens, 64);  // fewer tokens than one chunk
   EXPECT_EQ(m.logits_chunk, 64 * 260 * 4);
   EXPECT_EQ(m.scratch_floats_per_token, 2 * 32 + 64 + 32 + 128 + 64);
   EXPECT_EQ(m.activations, m.layer_activations + m.final_norm + m.token_buffers + m.logits_chunk + m.backward_scratch);
@@ -133,10 +133,12 @@ TEST(EstimateTrainingMemory, TinyTestLinesByHand) {
   ModelDims qk = d;
   qk.qk_norm = true;
   EXPECT_EQ(EstimateTrainingMemory(qk, 2, 32).layer_floats_per_token, 422 + (4 + 2) * 8 + (4 + 2));
-  // Activations scale with tokens; the logits chunk stops growing at 256 rows.
-  const MemoryPlan big = EstimateTrainingMemory(d, 16, 32);
-  EXPECT_EQ(big.layer_activations, 8 * m.layer_activations);
-  EXPECT_EQ(big.logits_chunk, 256 * 260 * 4);
+  // Activations scale with tokens; the logits chunk stops growing at the LM
+  // head's default rows (1,024 at this vocab) or the rows asked for.
+  const MemoryPlan big = EstimateTrainingMemory(d, 64, 32);
+  EXPECT_EQ(big.layer_activations, 32 * m.layer_activations);
+  EXPECT_EQ(big.logits_chunk, 1024 * 260 * 4);
+  EXPECT_EQ(EstimateTrainingMemory(d, 64, 32, 256).logits_chunk, 256 * 260 * 4);
 }
 
 TEST(FormatPlan, PrintsTheTotalsAndJsonAgrees) {

@@ -33,7 +33,7 @@ double ProfilingBackend::LmHeadLoss(const LmHeadLossParams& p) {
   const double n = static_cast<double>(p.x.shape[0]), v = static_cast<double>(p.weight.shape[0]),
                d = static_cast<double>(p.weight.shape[1]);
   const int products = 1 + (p.dx.defined() ? 1 : 0) + (p.dweight.defined() ? 1 : 0);
-  return Timed(absl::StrCat("LmHeadLoss (chunk ", p.chunk_tokens, ")"), 2.0 * n * v * d * products,
+  return Timed(absl::StrCat("LmHeadLoss (chunk ", p.ChunkRows(), ")"), 2.0 * n * v * d * products,
                [&] { return inner_->LmHeadLoss(p); });
 }
 
