@@ -15,7 +15,7 @@
 # apart), LENGTHS (default 2048,4096,8192,16384), STEP_T (default 512,16384),
 # REPEATS (default 3: the median of 2 is their mean, so one repeat slowed by
 # the VM set a whole row; on the Zen 5 VM of 2026-12-06 the 2K and 8K bf16
-# window rows read 42 % and 50 % with their fastest repeat at 62 % and 64 %),
+# window rows read 42 % and 50 % with their fastest repeat at 64 % and 65 %),
 # RERUN_SLOW (default 2: rows the bench flags as timed in a
 # slow phase of the machine, a GEMM peak beside them >10 % below the best of
 # the run, are rerun alone up to this many times; the table takes the first
