@@ -148,11 +148,11 @@ struct LmHeadLossParams {
 // Rows of an LM-head logits chunk when the caller does not choose: as many as
 // keep the chunk's F32 logits within 128 MiB, no fewer than 256 and no more
 // than 1,024. Why: each chunk's products pass over the whole [V, D] weight
-// (the GEMM library packs it again per product), so fewer, larger chunks cost
-// less. At ref-b's vocabulary (32,000: 1,024 rows, 131 MB) against 256 rows,
-// 2-core Zen 5, 2 threads: the fp32 head 7 % faster per step (its x W^T
-// product 182 -> 143 ms), the bf16 head 10 % (its dW product 114 -> 88 ms);
-// a 128K vocabulary keeps 256 rows (docs/BENCHMARKS.md, issue 16).
+// again, so fewer, larger chunks cost less. At ref-b's vocabulary (32,000:
+// 1,024 rows, 131 MB) against 256 rows, 2-core Zen 5, 2 threads: the fp32
+// head 7 % faster per step (its x W^T product 182 -> 143 ms), the bf16 head
+// 10 % (its dW product 114 -> 88 ms); a 128K vocabulary keeps 256 rows
+// (docs/BENCHMARKS.md, issue 16).
 int64_t DefaultLmHeadChunkRows(int64_t vocab);
 
 // Decoupled-weight-decay Adam on a flat buffer (F32 param and state):
