@@ -233,13 +233,17 @@ absl::Status LmHeadLossParams::Validate() const {
 }
 
 int64_t LmHeadLossParams::ChunkRows() const {
-  return chunk_tokens > 0 ? chunk_tokens : DefaultLmHeadChunkRows(weight.shape[0]);
+  return LmHeadChunkRows(chunk_tokens, weight.shape[0]);
 }
 
 int64_t DefaultLmHeadChunkRows(int64_t vocab) {
   constexpr int64_t kBudgetBytes = int64_t{128} << 20, kMinRows = 256, kMaxRows = 1024;
   const int64_t fit = kBudgetBytes / (std::max<int64_t>(vocab, 1) * static_cast<int64_t>(sizeof(float)));
   return std::clamp(fit, kMinRows, kMaxRows);
+}
+
+int64_t LmHeadChunkRows(int64_t asked, int64_t vocab) {
+  return asked > 0 ? asked : DefaultLmHeadChunkRows(vocab);
 }
 
 absl::Status AdamWParams::Validate() const {

@@ -154,6 +154,9 @@ struct LmHeadLossParams {
 // 10 % (its dW product 114 -> 88 ms); a 128K vocabulary keeps 256 rows
 // (docs/BENCHMARKS.md, issue 16).
 int64_t DefaultLmHeadChunkRows(int64_t vocab);
+// The rows asked for (> 0), or the default for the vocab (0): the one rule
+// behind LmHeadLossParams::ChunkRows and the memory plan's logits chunk.
+int64_t LmHeadChunkRows(int64_t asked, int64_t vocab);
 
 // Decoupled-weight-decay Adam on a flat buffer (F32 param and state):
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

@@ -126,8 +126,7 @@ MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq
   // The last layer's output (the final residual), the final norm's output and rstd.
   m.final_norm = m.tokens * (2 * D + 1) * kF32;
   m.token_buffers = m.tokens * 3 * kI32;
-  m.logits_chunk_tokens =
-      std::min(logits_chunk_tokens > 0 ? logits_chunk_tokens : DefaultLmHeadChunkRows(d.vocab), m.tokens);
+  m.logits_chunk_tokens = std::min(LmHeadChunkRows(logits_chunk_tokens, d.vocab), m.tokens);
   m.logits_chunk = m.logits_chunk_tokens * static_cast<int64_t>(d.vocab) * kF32;
   // Backward scratch, reused by every layer: dx and d_mid, dqkv, d_attn_out,
   // dgate_up, dh (gradient of the swiglu output).
