@@ -140,6 +140,11 @@ class ScopedBackendThreads {
 // the option, on options no CPU backend can take (negative threads, the oneDNN
 // bf16 path where oneDNN has no bf16 matmul); MakeBackend returns those as errors.
 std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options = {});
+// The library the CPU backend runs bf16 products on when `asked` for one:
+// kAuto resolves to kOneDnn where the CPU has bf16 dot products and oneDNN a
+// bf16 matmul, else kRoundedSgemm (the backend's options().bf16_gemm; the
+// memory plan asks it, since the two keep operand copies of different sizes).
+Bf16GemmLibrary CpuBf16GemmLibrary(Bf16GemmLibrary asked = Bf16GemmLibrary::kAuto);
 // "cpu" or "cuda"; NotFound/Unavailable with a reason when not built or no
 // device, InvalidArgument for options the backend cannot take.
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name, const BackendOptions& options = {});

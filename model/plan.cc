@@ -11,6 +11,61 @@
 #include "kernels/ops.h"
 
 namespace longctx {
+namespace {
+
+// One Bf16Scratch buffer holding `bytes`: Reserve rounds up to 64 bytes; 0
+// when nothing is copied into it.
+int64_t ScratchBuffer(int64_t bytes) { return bytes > 0 ? (bytes + 63) / 64 * 64 : 0; }
+
+// The operand copies of bf16 products in one training step, as
+// model/transformer.cc and kernels/cpu/lm_head_loss.cc make them
+// (kernels/cpu/gemm_bf16.h: PrepareBf16Operand reserves one byte more than
+// the operand). The layers' products, with D = hidden, q = q_dim, F = ffn:
+//   forward  xn1 x Wqkv^T, o x Wo^T, xn2 x Wgu^T, h x Wd^T;
+//   backward dy x Wd, dy^T h, dgu^T xn2, dgu x Wgu, dy x Wo, dy^T o,
+//            dqkv^T xn1, dqkv x Wqkv;
+// xn1, xn2, h and dgu are bf16 tensors, and each dy (dx, dqkv) is rounded
+// into a free backward buffer (Transformer::ProductOperand) where it fits:
+// dx into d_o [T, q] and dh [T, F], dqkv into dh. The attention output o is
+// F32 in the forward, and in dy^T o unless its layer stores it in bf16.
+// oneDNN (kBf16Copies) copies the F32 operands only; rounded sgemm
+// (kF32Copies) widens every operand, bf16 ones too.
+void CountBf16Copies(const ModelDims& d, int64_t T, int64_t chunk_rows, bool backward_o_bf16, Bf16Operands ops,
+                     MemoryPlan* m) {
+  m->bf16_operands = ops;
+  if (ops == Bf16Operands::kInKernel) return;
+  const bool all = ops == Bf16Operands::kF32Copies;
+  const int64_t size = all ? 4 : 2;
+  const int64_t D = d.hidden, V = d.vocab, F = d.ffn, q = d.q_dim(), qkv = d.qkv_dim();
+  const int64_t weights = std::max({qkv * D, D * q, 2 * F * D, D * F});
+  int64_t a = T * q, b = weights;  // elements of the largest copied A and B operands
+  if (all) {
+    a = T * std::max({D, q, F, 2 * F, qkv});
+    b = std::max(b, T * std::max({D, q, F}));
+  } else {
+    if (2 * D > 4 * q || 2 * D > 4 * F) a = std::max(a, T * D);  // dx does not fit d_o or dh as bf16
+    if (2 * qkv > 4 * F) a = std::max(a, T * qkv);               // dqkv does not fit dh
+    if (!backward_o_bf16) b = std::max(b, T * q);
+  }
+  m->bf16_copies_layers = ScratchBuffer(a * size + 1) + ScratchBuffer(b * size + 1);
+  // The LM head: its weight [V, D] and x [T, D] (F32) once per call, and one
+  // chunk's dlogits (oneDNN: converted row by row into a buffer of exactly
+  // chunk x V bf16; rounded sgemm: PrepareBf16Operand of the F32 chunk).
+  m->bf16_copies_lm_head = ScratchBuffer(V * D * size + 1) + ScratchBuffer(T * D * size + 1) +
+                           ScratchBuffer(chunk_rows * V * size + (all ? 1 : 0));
+  m->bf16_operand_copies = m->bf16_copies_layers + m->bf16_copies_lm_head;
+}
+
+}  // namespace
+
+const char* Bf16OperandsName(Bf16Operands o) {
+  switch (o) {
+    case Bf16Operands::kInKernel: return "none";
+    case Bf16Operands::kBf16Copies: return "bf16 copies";
+    case Bf16Operands::kF32Copies: return "fp32 copies";
+  }
+  return "?";
+}
 
 ParamCounts CountParams(const ModelDims& d) {
   ParamCounts p;
@@ -64,7 +119,7 @@ FlopCounts CountTrainingFlops(const ModelDims& d, int64_t T) {
 
 MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq_len,
                                   int64_t logits_chunk_tokens, int recompute_every, bool bf16_activations,
-                                  bool bf16_products) {
+                                  bool bf16_products, Bf16Operands bf16_operands) {
   MemoryPlan m;
   constexpr int64_t kF32 = 4, kI32 = 4;
   m.batch = batch;
@@ -134,7 +189,12 @@ MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq
   // (dense copies for the per-head norm backward).
   m.scratch_floats_per_token = 2 * D + d.qkv_dim() + d.q_dim() + 2 * F + F + (d.qk_norm ? 2 * d.q_dim() : 0);
   m.backward_scratch = m.tokens * m.scratch_floats_per_token * kF32;
-  m.activations = m.layer_activations + m.final_norm + m.token_buffers + m.logits_chunk + m.backward_scratch;
+  // dy^T o reads a bf16 o where every layer stores o in bf16 (bf16 storage,
+  // no recomputed layer: those keep F32 working copies).
+  if (bf16_products)
+    CountBf16Copies(d, m.tokens, m.logits_chunk_tokens, bf16_activations && recomputed == 0, bf16_operands, &m);
+  m.activations = m.layer_activations + m.final_norm + m.token_buffers + m.logits_chunk + m.backward_scratch +
+                  m.bf16_operand_copies;
   m.total = m.weights + m.grads + m.adam_m + m.adam_v + m.activations;
   return m;
 }
@@ -146,7 +206,8 @@ Plan MakePlan(const ModelDims& dims, const PlanOptions& options) {
   plan.params = CountParams(dims);
   plan.flops = CountTrainingFlops(dims, options.seq_len);
   plan.memory = EstimateTrainingMemory(dims, options.batch, options.seq_len, options.logits_chunk_tokens,
-                                       options.recompute_every, options.bf16_activations, options.bf16_products);
+                                       options.recompute_every, options.bf16_activations, options.bf16_products,
+                                       options.bf16_operands);
   return plan;
 }
 
@@ -257,6 +318,10 @@ std::string FormatPlan(const Plan& plan) {
   s += Row("activations: logits chunk", Bytes(m.logits_chunk), absl::StrCat(m.logits_chunk_tokens, " x vocab"));
   s += Row("activations: bwd scratch", Bytes(m.backward_scratch),
            absl::StrCat(Commas(m.scratch_floats_per_token), " floats / token, reused per layer"));
+  if (m.bf16_operands != Bf16Operands::kInKernel)
+    s += Row("activations: bf16 operands", Bytes(m.bf16_operand_copies),
+             absl::StrCat(Bf16OperandsName(m.bf16_operands), ": layers ", Bytes(m.bf16_copies_layers), ", LM head ",
+                          Bytes(m.bf16_copies_lm_head)));
   s += Row("activations total", Bytes(m.activations), Pct(m.activations, mt));
   s += Row("total", Bytes(m.total), absl::StrCat(Commas(m.total), " bytes"));
   return s;
@@ -325,6 +390,10 @@ nlohmann::json PlanToJson(const Plan& plan) {
                        {"logits_chunk", m.logits_chunk},
                        {"scratch_floats_per_token", m.scratch_floats_per_token},
                        {"backward_scratch", m.backward_scratch},
+                       {"bf16_operands", Bf16OperandsName(m.bf16_operands)},
+                       {"bf16_copies_layers", m.bf16_copies_layers},
+                       {"bf16_copies_lm_head", m.bf16_copies_lm_head},
+                       {"bf16_operand_copies", m.bf16_operand_copies},
                        {"activations", m.activations},
                        {"total", m.total}};
   return j;

@@ -55,6 +55,15 @@ struct FlopCounts {
   std::vector<double> mean_keys;   // per layer
 };
 
+// How bf16 products (MatmulPrecision::kBF16 on an F32 model) get their
+// operands, which decides the copies they keep (kernels/cpu/gemm_bf16.h).
+enum class Bf16Operands : uint8_t {
+  kInKernel,    // no copies: fp32 products, or a backend that rounds inside its kernels (CUDA)
+  kBf16Copies,  // CPU, oneDNN: each F32 operand copied to bf16 (2 bytes); bf16 tensors read as they are
+  kF32Copies,   // CPU, rounded sgemm: every operand copied as fp32 holding bf16 values (4 bytes)
+};
+const char* Bf16OperandsName(Bf16Operands o);  // "none", "bf16 copies", "fp32 copies"
+
 // Training memory in bytes, fp32, for one micro-batch of batch × seq_len tokens.
 struct MemoryPlan {
   int64_t batch = 0, seq_len = 0, tokens = 0;
@@ -86,7 +95,17 @@ struct MemoryPlan {
   int64_t logits_chunk = 0;            // logits_chunk_tokens × vocab × 4
   int64_t scratch_floats_per_token = 0;
   int64_t backward_scratch = 0;        // tokens × scratch_floats_per_token × 4, reused by every layer
-  int64_t activations = 0;             // the five activation lines above
+  // The bf16 products' operand copies (Bf16Operands), kept across steps: the
+  // layer products' two copy buffers, each as large as the largest operand
+  // of its side that is copied, and the LM head's copies of its weight, of x
+  // and of one chunk's dlogits. Every layer weight and the [tokens, q_dim]
+  // attention output are among those operands, so at long L this grows
+  // with the tokens.
+  Bf16Operands bf16_operands = Bf16Operands::kInKernel;
+  int64_t bf16_copies_layers = 0;   // the layer products' two buffers
+  int64_t bf16_copies_lm_head = 0;  // W, x and dlogits of the LM head
+  int64_t bf16_operand_copies = 0;  // the two lines above
+  int64_t activations = 0;          // the activation lines above and bf16_operand_copies
   int64_t total = 0;                   // weights + grads + m + v + activations
 };
 
@@ -98,6 +117,9 @@ struct PlanOptions {
   int recompute_every = 0;  // activation recomputation (ModelConfig.recompute_every)
   bool bf16_activations = false;  // ModelConfig.activation_dtype "bf16"
   bool bf16_products = false;     // precision BF16 with an F32 model (xn1, xn2, h in bf16)
+  // With bf16 products: the backend's operand copies (train/memory_check.h,
+  // Bf16OperandsFor, asks the CPU backend which library it runs).
+  Bf16Operands bf16_operands = Bf16Operands::kInKernel;
 };
 
 struct Plan {
@@ -117,10 +139,12 @@ FlopCounts CountTrainingFlops(const ModelDims& dims, int64_t seq_len);
 // with l % k == 0 keep only their input plus one shared scratch set).
 // bf16_activations: Transformer::set_activation_dtype(kBF16) (all of kActAll).
 // bf16_products: MatmulPrecision::kBF16 on an F32 model (implied by
-// bf16_activations).
+// bf16_activations); bf16_operands: the copies its products keep (no
+// effect without bf16 products).
 MemoryPlan EstimateTrainingMemory(const ModelDims& dims, int64_t batch, int64_t seq_len,
                                   int64_t logits_chunk_tokens = 0, int recompute_every = 0,
-                                  bool bf16_activations = false, bool bf16_products = false);
+                                  bool bf16_activations = false, bool bf16_products = false,
+                                  Bf16Operands bf16_operands = Bf16Operands::kInKernel);
 Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 
 // Per-rank training memory of a data-parallel run (train.proto `mode`), in

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/backend.h"
 #include "model/plan.h"
 #include "train/sft_config.h"
 
@@ -56,6 +57,11 @@ int64_t AvailableHostMemory() {
   return avail;
 }
 
+Bf16Operands Bf16OperandsFor(const TrainConfig& config) {
+  if (config.precision() != BF16 || config.backend() != "cpu") return Bf16Operands::kInKernel;
+  return CpuBf16GemmLibrary() == Bf16GemmLibrary::kOneDnn ? Bf16Operands::kBf16Copies : Bf16Operands::kF32Copies;
+}
+
 absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, MemoryUse use, int world,
                              int ranks_on_node, int64_t available_bytes) {
   if (available_bytes < 0) return absl::OkStatus();
@@ -90,16 +96,17 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
     o.recompute_every = config.model().recompute_every();
     o.bf16_activations = ResolveBf16Activations(config.model(), config.precision() == BF16).value_or(false);
     o.bf16_products = config.precision() == BF16;
+    o.bf16_operands = Bf16OperandsFor(config);
     Plan plan;
     plan.dims = d;
     plan.options = o;
     plan.params = CountParams(d);
     plan.memory = EstimateTrainingMemory(d, o.batch, o.seq_len, o.logits_chunk_tokens, o.recompute_every,
-                                               o.bf16_activations, o.bf16_products);
+                                               o.bf16_activations, o.bf16_products, o.bf16_operands);
     // SFT: the micro-batch whose activations are largest (the arena grows to it).
     for (const MicroBatchShape& m : shapes) {
       MemoryPlan mp = EstimateTrainingMemory(d, m.batch, m.seq_len, o.logits_chunk_tokens, o.recompute_every,
-                                               o.bf16_activations, o.bf16_products);
+                                               o.bf16_activations, o.bf16_products, o.bf16_operands);
       if (mp.activations > plan.memory.activations) {
         plan.memory = mp;
         plan.options.batch = m.batch;

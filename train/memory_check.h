@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "model/config.h"
+#include "model/plan.h"
 #include "train/train.pb.h"
 
 namespace longctx {
@@ -27,6 +28,11 @@ enum class MemoryUse {
 // sysconf(_SC_AVPHYS_PAGES) × page size, capped by the cgroup v2 limit
 // (memory.max − memory.current) when there is one; -1 when nothing is known.
 int64_t AvailableHostMemory();
+
+// The operand copies the run's bf16 products keep (model/plan.h): none for
+// fp32 products or off the CPU backend, else those of the library the CPU
+// backend runs them on here (kernels/backend.h, CpuBf16GemmLibrary).
+Bf16Operands Bf16OperandsFor(const TrainConfig& config);
 
 // OK when `use` of the model `dims` (with config's data.batch_size ×
 // data.seq_len — for SFT (data.sft) the schedule's micro-batch with the

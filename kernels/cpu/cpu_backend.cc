@@ -38,11 +38,9 @@ class CpuBackend final : public Backend {
     matmul_.sgemm = options.gemm == GemmLibrary::kOpenBlas ? cpu::SgemmLibrary::kOpenBlas : cpu::SgemmLibrary::kOneDnn;
     options_.gemm = options.gemm == GemmLibrary::kOpenBlas ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn;
     bf16_chosen_ = options.bf16_gemm != Bf16GemmLibrary::kAuto;
-    matmul_.bf16 = options.bf16_gemm == Bf16GemmLibrary::kOneDnn         ? cpu::Bf16GemmPath::kOneDnn
-                   : options.bf16_gemm == Bf16GemmLibrary::kRoundedSgemm ? cpu::Bf16GemmPath::kRoundedSgemm
-                                                                         : cpu::AutoBf16GemmPath();
-    options_.bf16_gemm =
-        matmul_.bf16 == cpu::Bf16GemmPath::kOneDnn ? Bf16GemmLibrary::kOneDnn : Bf16GemmLibrary::kRoundedSgemm;
+    options_.bf16_gemm = CpuBf16GemmLibrary(options.bf16_gemm);
+    matmul_.bf16 = options_.bf16_gemm == Bf16GemmLibrary::kOneDnn ? cpu::Bf16GemmPath::kOneDnn
+                                                                  : cpu::Bf16GemmPath::kRoundedSgemm;
     if (options_.threads > 0) ApplyThreads();  // 0: leave the libraries' counts untouched
   }
 
@@ -167,6 +165,12 @@ absl::Status ValidateCpuBackendOptions(const BackendOptions& options) {
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cpu backend: ", st.message()));
   }
   return absl::OkStatus();
+}
+
+Bf16GemmLibrary CpuBf16GemmLibrary(Bf16GemmLibrary asked) {
+  if (asked != Bf16GemmLibrary::kAuto) return asked;
+  return cpu::AutoBf16GemmPath() == cpu::Bf16GemmPath::kOneDnn ? Bf16GemmLibrary::kOneDnn
+                                                               : Bf16GemmLibrary::kRoundedSgemm;
 }
 
 std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options) {

@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -81,19 +82,29 @@ std::string Bf16GemmDescription(Bf16GemmPath path, bool chosen) {
          (impls.empty() ? "" : "; oneDNN kernels " + impls) + ")";
 }
 
+namespace {
+std::atomic<int64_t> scratch_bytes{0};  // Bf16ScratchBytes
+}  // namespace
+
 void Bf16Scratch::Free::operator()(void* p) const { std::free(p); }
+
+Bf16Scratch::~Bf16Scratch() { scratch_bytes.fetch_sub(static_cast<int64_t>(bytes_), std::memory_order_relaxed); }
 
 void* Bf16Scratch::Reserve(size_t bytes) {
   if (bytes > bytes_) {
     const size_t rounded = (bytes + 63) / 64 * 64;
+    p_.reset();  // the old buffer goes before the larger one comes
     void* p = std::aligned_alloc(64, rounded);
     CHECK(p != nullptr) << "bf16 operand scratch: allocation of " << rounded << " bytes failed";
     AdviseHugePages(p, rounded);
     p_.reset(p);
+    scratch_bytes.fetch_add(static_cast<int64_t>(rounded - bytes_), std::memory_order_relaxed);
     bytes_ = rounded;
   }
   return p_.get();
 }
+
+int64_t Bf16ScratchBytes() { return scratch_bytes.load(std::memory_order_relaxed); }
 
 Tensor PrepareBf16Operand(const Tensor& src, Bf16GemmPath path, Bf16Scratch* scratch) {
   CHECK((src.dtype == DType::kF32 || src.dtype == DType::kBF16) && src.ndim == 2)

@@ -45,6 +45,10 @@ std::string Bf16GemmDescription(Bf16GemmPath path, bool chosen);
 // A growable 64-byte-aligned buffer, kept for reuse.
 class Bf16Scratch {
  public:
+  Bf16Scratch() = default;
+  Bf16Scratch(const Bf16Scratch&) = delete;
+  Bf16Scratch& operator=(const Bf16Scratch&) = delete;
+  ~Bf16Scratch();
   void* Reserve(size_t bytes);
 
  private:
@@ -54,6 +58,11 @@ class Bf16Scratch {
   std::unique_ptr<void, Free> p_;
   size_t bytes_ = 0;
 };
+
+// Bytes all Bf16Scratch buffers of the process hold now: the bf16 products'
+// operand copies, which the memory plan counts (model/plan.h,
+// MemoryPlan::bf16_operand_copies) and a test holds it to.
+int64_t Bf16ScratchBytes();
 
 // `src` (F32, 2-D, any row stride) rounded to bf16 for `path`, densely into
 // *scratch, same shape and orientation: F32 holding bf16 values for

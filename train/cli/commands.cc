@@ -23,6 +23,7 @@
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/plan.h"
+#include "train/memory_check.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
@@ -164,12 +165,13 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
   if (!bf16_activations.ok()) return FailCommand(bf16_activations.status());
   o.bf16_activations = *bf16_activations;
   o.bf16_products = config->precision() == BF16;
+  o.bf16_operands = Bf16OperandsFor(*config);
   // SFT (data.sft): the schedule's micro-batch with the largest activations (train/sft_config.h).
   if (IsSftConfig(*config)) {
     int64_t best = -1;
     for (const MicroBatchShape& m : TrainingMicroBatchShapes(*config, std::max(1, world))) {
       const int64_t a = EstimateTrainingMemory(*dims, m.batch, m.seq_len, o.logits_chunk_tokens, o.recompute_every,
-                                                   o.bf16_activations, o.bf16_products)
+                                                   o.bf16_activations, o.bf16_products, o.bf16_operands)
                             .activations;
       if (a > best) best = a, o.batch = m.batch, o.seq_len = m.seq_len;
     }
