@@ -16,6 +16,10 @@
 # REPEATS (default 3: the median of 2 is their mean, so one repeat slowed by
 # the VM set a whole row; on the Zen 5 VM of 2026-12-06 the 2K and 8K bf16
 # window rows read 42 % and 50 % with their fastest repeat at 64 % and 65 %),
+# MIN_SECONDS (default 1: `bench attention --min_seconds`, more repeats for a
+# short row until its timed ones add up to this; of three 74 ms repeats of
+# the fp32 4K window row two ran 13 % or more slower than the third, and the
+# row read 59 % with its fastest repeat at 67 %, on the same VM),
 # RERUN_SLOW (default 2: rows the bench flags as timed in a
 # slow phase of the machine, a GEMM peak beside them >10 % below the best of
 # the run, are rerun alone up to this many times; the table takes the first
@@ -34,6 +38,7 @@ BEFORE_BIN=${BEFORE_BIN:-}
 LENGTHS=${LENGTHS:-2048,4096,8192,16384}
 STEP_T=${STEP_T:-512,16384}
 REPEATS=${REPEATS:-3}
+MIN_SECONDS=${MIN_SECONDS:-1}
 PARTS=${PARTS:-attn,steps}
 OUT=${OUT:-runs/bench-attention-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
@@ -50,7 +55,7 @@ mkdir -p "$OUT"
 attn() {  # $1 = binary, $2 = precision, $3 = output file, [$4 = lengths, $5 = kinds]
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   nice -n 5 "$1" bench attention --config configs/ref-b.textproto --lengths="${4:-$LENGTHS}" --kinds="${5:-full,swa}" \
-    --window=1024 --repeats="$REPEATS" --max_full_len=1000000 --precision="$2" > "$3"
+    --window=1024 --repeats="$REPEATS" --min_seconds="$MIN_SECONDS" --max_full_len=1000000 --precision="$2" > "$3"
 }
 
 # Python shared by the reruns and the table: rows(path) reads a file's JSON

@@ -110,8 +110,9 @@ TEST(BenchTest, RejectsUnknownBf16GemmPathAndPeer) {
 // every L; ms per token is only checked to be positive (no timing thresholds).
 // --documents cuts each length into documents (FLOPs: the documents' own,
 // so 192 + 64 tokens count what lengths 192 and 64 count alone) and
-// --key_parts fixes the backward's key parts; bad values are errors;
-// --row_peaks=false measures no peak between the rows.
+// --key_parts fixes the backward's key parts; --min_seconds adds repeats to
+// short rows; bad values are errors; --row_peaks=false measures no peak
+// between the rows.
 TEST(BenchTest, AttentionDocumentsAndKeyParts) {
   auto rows_of = [](const std::string& output) {
     std::vector<nlohmann::json> rows;
@@ -125,9 +126,10 @@ TEST(BenchTest, AttentionDocumentsAndKeyParts) {
   const std::string base = absl::StrCat(LongctxBinary(), " bench attention --config ",
                                         SourcePath("configs/tiny-test.textproto"),
                                         " --kinds=full --repeats=1 --threads=1 --layer=false --row_peaks=false");
-  const auto docs = RunCommand(base + " --lengths=256 --documents=3,1 --key_parts=2");
+  const std::string quick = base + " --min_seconds=0";
+  const auto docs = RunCommand(quick + " --lengths=256 --documents=3,1 --key_parts=2");
   ASSERT_EQ(docs.exit_code, 0) << docs.output;
-  const auto alone = RunCommand(base + " --lengths=64,192");
+  const auto alone = RunCommand(quick + " --lengths=64,192");
   ASSERT_EQ(alone.exit_code, 0) << alone.output;
   const std::vector<nlohmann::json> d = rows_of(docs.output), a = rows_of(alone.output);
   ASSERT_EQ(d.size(), 1u) << docs.output;
@@ -140,18 +142,33 @@ TEST(BenchTest, AttentionDocumentsAndKeyParts) {
               1e-9 * d[0].value("attn_flops", 0.0));
   EXPECT_GT(d[0].value("attn_ms_per_token", 0.0), 0);
   EXPECT_FALSE(d[0].contains("row_peak_after")) << d[0].dump();  // --row_peaks=false: no peak between rows
-  for (const char* bad : {" --lengths=256 --key_parts=9", " --lengths=256 --documents=3,0", " --lengths=256 --documents=x"}) {
+  // --min_seconds=0: exactly --repeats timed; a positive one times more of
+  // a row as short as these (each run well under a millisecond), at most
+  // 1,000.
+  for (const nlohmann::json& j : {d[0], a[0], a[1]}) EXPECT_EQ(j.value("repeats", -1), 1) << j.dump();
+  const auto longer = RunCommand(base + " --lengths=64 --min_seconds=0.05");
+  ASSERT_EQ(longer.exit_code, 0) << longer.output;
+  const std::vector<nlohmann::json> m = rows_of(longer.output);
+  ASSERT_EQ(m.size(), 1u) << longer.output;
+  EXPECT_GT(m[0].value("repeats", 0), 1) << m[0].dump();
+  EXPECT_LE(m[0].value("repeats", 0), 1000) << m[0].dump();
+  EXPECT_EQ(m[0].value("min_seconds", 0.0), 0.05) << m[0].dump();
+  for (const char* bad : {" --lengths=256 --key_parts=9", " --lengths=256 --documents=3,0", " --lengths=256 --documents=x",
+                          " --lengths=256 --min_seconds=-1", " --lengths=256 --min_seconds=x"}) {
     const auto r = RunCommand(base + bad);
     EXPECT_NE(r.exit_code, 0) << bad;
-    EXPECT_TRUE(r.output.find(absl::StrContains(bad, "key_parts") ? "--key_parts" : "--documents") != std::string::npos)
-        << bad << ": " << r.output;
+    const char* flag = absl::StrContains(bad, "key_parts")     ? "--key_parts"
+                       : absl::StrContains(bad, "min_seconds") ? "--min_seconds"
+                                                               : "--documents";
+    EXPECT_TRUE(r.output.find(flag) != std::string::npos) << bad << ": " << r.output;
   }
 }
 
 TEST(BenchTest, AttentionModeReportsLinearBytesPerLength) {
   const auto r = RunCommand(absl::StrCat(LongctxBinary(), " bench attention --config ",
                                          SourcePath("configs/tiny-test.textproto"),
-                                         " --lengths=64,128,256 --window=16 --kinds=swa,full --repeats=1 --threads=1"));
+                                         " --lengths=64,128,256 --window=16 --kinds=swa,full --repeats=1 --min_seconds=0"
+                                         " --threads=1"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<nlohmann::json> rows;
   nlohmann::json summary;

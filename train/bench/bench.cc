@@ -119,6 +119,19 @@ absl::Status TakeBoolOverride(std::vector<std::string>& overrides, const std::st
   return absl::OkStatus();
 }
 
+absl::Status TakeDoubleOverride(std::vector<std::string>& overrides, const std::string& name, double min,
+                                double* value) {
+  const std::string absent = "\x01";  // no flag gives this: *value stays as it was
+  std::string text = absent;
+  LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, name, &text));
+  if (text == absent) return absl::OkStatus();
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v < min)
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be a number >= ", min, " (got \"", text, "\")"));
+  *value = v;
+  return absl::OkStatus();
+}
+
 std::string LoadAverage() {
   std::ifstream f("/proc/loadavg");
   std::string one, five, fifteen;

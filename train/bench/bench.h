@@ -130,6 +130,9 @@ PackedBatch SyntheticBatch(int32_t batch, int32_t seq_len, int vocab, uint64_t s
 
 // Takes `name=value` out of overrides; value must be an integer >= min.
 absl::Status TakeIntOverride(std::vector<std::string>& overrides, const std::string& name, int min, int* value);
+// Takes `name=value` out of overrides; value must be a finite number >= min.
+absl::Status TakeDoubleOverride(std::vector<std::string>& overrides, const std::string& name, double min,
+                                double* value);
 absl::Status TakeStringOverride(std::vector<std::string>& overrides, const std::string& name, std::string* value);
 // --name=true|false (or 1|0); *value is left as it is when the flag is absent.
 absl::Status TakeBoolOverride(std::vector<std::string>& overrides, const std::string& name, bool* value);

@@ -12,7 +12,12 @@
 //      config's shape (norms, q|k|v, RoPE, attention, o, SwiGLU MLP) with a
 //      260-token vocabulary so the embedding and LM head are negligible,
 //      ForwardBackward (no optimizer), and its activation arena.
-// Each figure is the median of --repeats runs after one warm-up, and the
+// Each figure is the median of at least --repeats runs after one warm-up —
+// more where the row is short, until the timed runs add up to --min_seconds
+// (default 1 s: two of a 4K row's three 74 ms repeats ran 13 % or more
+// slower than the third, and the median with them, on a 2-core Zen 5 VM
+// whose row peaks beside them did not move; docs/BENCHMARKS.md, issue 16) —
+// and the
 // attention op's GFLOP/s is also a fraction of the GEMM peak of the run's
 // precision (--precision=bf16: the bf16 peak), measured in the same run
 // before the lengths — and again after them, the summary line reporting the
@@ -107,7 +112,9 @@ struct Buffer {
 struct AttentionResult {
   double fwd_s = 0, bwd_s = 0, bytes = 0, rss_gain_mb = 0;
   double best_s = 0;  // the fastest repeat's forward + backward
+  int repeats = 0;    // timed repeats (the medians' count)
 };
+constexpr int kMaxTimedRepeats = 1000;
 
 // The L tokens cut into documents in the proportions of `weights` (all of
 // them one document when empty): each floor(L * w / sum), the last the rest.
@@ -126,7 +133,7 @@ std::vector<int64_t> DocumentLengths(int64_t L, const std::vector<int64_t>& weig
 }
 
 AttentionResult TimeAttentionOp(Backend* be, const ModelDims& d, int64_t L, const std::vector<int64_t>& docs,
-                                int window, int repeats) {
+                                int window, int repeats, double min_seconds) {
   const double rss0 = CurrentRssMb();
   const int64_t H = d.heads, Hkv = d.kv_heads, hd = d.head_dim;
   Buffer q(be, {L, H, hd}, DType::kF32, 11), k(be, {L, Hkv, hd}, DType::kF32, 12), v(be, {L, Hkv, hd}, DType::kF32, 13);
@@ -141,7 +148,10 @@ AttentionResult TimeAttentionOp(Backend* be, const ModelDims& d, int64_t L, cons
   p.q = q.t; p.k = k.t; p.v = v.t; p.o = o.t; p.lse = lse.t; p.cu_seqlens = cu.t; p.window = window;
   p.d_o = d_o.t; p.dq = dq.t; p.dk = dk.t; p.dv = dv.t;
   std::vector<double> fwd, bwd;
-  for (int r = 0; r <= repeats; ++r) {  // r = 0 warms up, untimed
+  double timed = 0;
+  // r = 0 warms up, untimed; then at least `repeats`, and more until the
+  // timed runs reach min_seconds (at most kMaxTimedRepeats).
+  for (int r = 0; r <= repeats || (timed < min_seconds && r <= kMaxTimedRepeats); ++r) {
     auto t0 = Clock::now();
     be->AttentionForward(p);
     be->Synchronize();
@@ -153,9 +163,11 @@ AttentionResult TimeAttentionOp(Backend* be, const ModelDims& d, int64_t L, cons
     if (r > 0) {
       fwd.push_back(f);
       bwd.push_back(b);
+      timed += f + b;
     }
   }
   AttentionResult res;
+  res.repeats = static_cast<int>(fwd.size());
   res.fwd_s = Median(fwd);
   res.bwd_s = Median(bwd);
   res.best_s = fwd[0] + bwd[0];
@@ -218,6 +230,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   std::string lengths_text = "2048,4096,8192,16384,32768", kinds_text = "swa", documents_text, isa_text = "auto";
   bool time_layer = true, amx = true, row_peaks = true;
   int window = 1024, repeats = 3, max_full_len = 32768, key_parts = 0;
+  double min_seconds = 1.0;
   absl::Status st = TakeStringOverride(overrides, "lengths", &lengths_text);
   if (st.ok()) st = TakeStringOverride(overrides, "documents", &documents_text);
   if (st.ok()) st = TakeIntOverride(overrides, "key_parts", 0, &key_parts);
@@ -228,6 +241,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   if (st.ok()) st = TakeStringOverride(overrides, "kinds", &kinds_text);
   if (st.ok()) st = TakeIntOverride(overrides, "window", 1, &window);
   if (st.ok()) st = TakeIntOverride(overrides, "repeats", 1, &repeats);
+  if (st.ok()) st = TakeDoubleOverride(overrides, "min_seconds", 0.0, &min_seconds);
   if (st.ok()) st = TakeIntOverride(overrides, "max_full_len", 1, &max_full_len);
   std::vector<int64_t> lengths, documents;
   if (st.ok()) st = ParseLengths(lengths_text, &lengths);
@@ -263,9 +277,10 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
               be->name().c_str(), threads, CpuAttentionIsaName(*isa),
               amx ? "" : ", bf16 tiles on vdpbf16ps (--attention_amx=false)");
   std::printf("  attention op = AttentionForward + AttentionBackward on one L-token segment; layer = 1-layer model\n"
-              "  ForwardBackward (vocab 260)%s; ms/token = median of %d after 1 warm-up, divided by L; best = the\n"
-              "  fastest repeat's fraction of the peak (itself the best of its GEMM repeats)\n",
-              time_layer ? "" : ", not timed (--layer=false: its columns are 0)", repeats);
+              "  ForwardBackward (vocab 260)%s; ms/token = median of %d (attention: or more, until %.1f s) after\n"
+              "  1 warm-up, divided by L; best = the fastest repeat's fraction of the peak (itself the best of its\n"
+              "  GEMM repeats)\n",
+              time_layer ? "" : ", not timed (--layer=false: its columns are 0)", repeats, min_seconds);
   // The limit of this run's precision, measured now (before the lengths, so a
   // loaded machine shows in both alike): attention of a bf16 run is a fraction
   // of the bf16 GEMM peak, of fp32 of the sgemm peak.
@@ -313,7 +328,7 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
     for (int64_t L : lengths) {
       if (!swa && L > max_full_len) continue;
       const std::vector<int64_t> docs = DocumentLengths(L, documents);
-      const AttentionResult a = TimeAttentionOp(be, *dims, L, docs, w, repeats);
+      const AttentionResult a = TimeAttentionOp(be, *dims, L, docs, w, repeats, min_seconds);
       const LayerResult layer = time_layer ? TimeOneLayer(be, config->model(), swa ? ROPE_SWA : ROPE_FULL,
                                                           swa ? window : 0, L, repeats, config->seed())
                                            : LayerResult{};
@@ -341,7 +356,8 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
       j["attention_amx"] = amx;
       j["window"] = w;
       j["threads"] = threads;
-      j["repeats"] = repeats;
+      j["repeats"] = a.repeats;  // timed: at least --repeats, more for --min_seconds
+      j["min_seconds"] = min_seconds;
       j["attn_fwd_ms"] = a.fwd_s * 1e3;
       j["attn_bwd_ms"] = a.bwd_s * 1e3;
       j["attn_ms_per_token"] = attn_s * 1e3 / static_cast<double>(L);

@@ -73,7 +73,9 @@ void AddBenchAttention(CommandTable& table) {
   f->Add(c, "lengths", "2048,4096,8192,16384,32768", "sequence lengths L, comma-separated");
   f->Add(c, "window", "1024", "sliding window of the swa kind");
   f->Add(c, "kinds", "swa", "attention kinds: swa, full (comma-separated)");
-  f->Add(c, "repeats", "3", "timed repeats per length (median)");
+  f->Add(c, "repeats", "3", "timed repeats per length at least (median)");
+  f->Add(c, "min_seconds", "1",
+         "attention: more repeats until the timed ones add up to this many seconds (0: --repeats only)");
   f->Add(c, "max_full_len", "32768", "longest L timed for the full kind");
   f->Add(c, "layer", "true", "false: time the attention op only, not the 1-layer model step");
   f->Add(c, "documents", "", "cut each L into documents in these proportions, e.g. 8,4,2,2 (default: one)");
