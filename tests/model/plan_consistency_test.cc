@@ -20,6 +20,26 @@
 namespace longctx {
 namespace {
 
+// `batch` rows of `seq` tokens, one segment each (host tensors viewing the
+// vectors: not copyable).
+struct RowsBatch {
+  std::vector<int32_t> ids, targets, pos, cu;
+  BatchTensors tensors;
+  RowsBatch(const RowsBatch&) = delete;
+  RowsBatch& operator=(const RowsBatch&) = delete;
+  RowsBatch(int64_t batch, int64_t seq) {
+    const int64_t n = batch * seq;
+    ids.assign(n, 5);
+    targets.assign(n, 7);
+    for (int64_t t = 0; t < n; ++t) pos.push_back(static_cast<int32_t>(t % seq));
+    for (int64_t r = 0; r <= batch; ++r) cu.push_back(static_cast<int32_t>(r * seq));
+    tensors.inputs = Tensor(ids.data(), DType::kI32, {n});
+    tensors.targets = Tensor(targets.data(), DType::kI32, {n});
+    tensors.positions = Tensor(pos.data(), DType::kI32, {n});
+    tensors.cu_seqlens = Tensor(cu.data(), DType::kI32, {batch + 1});
+  }
+};
+
 class PlanConsistencyTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(PlanConsistencyTest, PlanEqualsWhatTheModelAllocates) {
@@ -39,15 +59,8 @@ TEST_P(PlanConsistencyTest, PlanEqualsWhatTheModelAllocates) {
   Transformer model(*dims, be.get(), DType::kF32);
   model.InitParams(1);
   const int64_t batch = 3, seq = 128, n = batch * seq;
-  std::vector<int32_t> ids(n, 5), targets(n, 7), pos(n);
-  std::vector<int32_t> cu;
-  for (int64_t r = 0; r <= batch; ++r) cu.push_back(static_cast<int32_t>(r * seq));
-  for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(t % seq);
-  BatchTensors b;
-  b.inputs = Tensor(ids.data(), DType::kI32, {n});
-  b.targets = Tensor(targets.data(), DType::kI32, {n});
-  b.positions = Tensor(pos.data(), DType::kI32, {n});
-  b.cu_seqlens = Tensor(cu.data(), DType::kI32, {batch + 1});
+  const RowsBatch rows(batch, seq);
+  const BatchTensors& b = rows.tensors;
   model.grads().Zero();
   model.ForwardBackward(b, 1.0 / n, true);
 
@@ -106,15 +119,8 @@ void StepAndCompareBf16Copies(const Bf16CopiesCase& k) {
   model.set_recompute_every(k.recompute_every);
   if (k.bf16_storage) model.set_activation_dtype(DType::kBF16);
   const int64_t batch = 3, seq = 128, n = batch * seq;
-  std::vector<int32_t> ids(n, 5), targets(n, 7), pos(n);
-  std::vector<int32_t> cu;
-  for (int64_t r = 0; r <= batch; ++r) cu.push_back(static_cast<int32_t>(r * seq));
-  for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(t % seq);
-  BatchTensors b;
-  b.inputs = Tensor(ids.data(), DType::kI32, {n});
-  b.targets = Tensor(targets.data(), DType::kI32, {n});
-  b.positions = Tensor(pos.data(), DType::kI32, {n});
-  b.cu_seqlens = Tensor(cu.data(), DType::kI32, {batch + 1});
+  const RowsBatch rows(batch, seq);
+  const BatchTensors& b = rows.tensors;
   const int64_t before = cpu::Bf16ScratchBytes();
   model.grads().Zero();
   model.ForwardBackward(b, 1.0 / n, true);
