@@ -117,8 +117,8 @@ struct PlanOptions {
   int recompute_every = 0;  // activation recomputation (ModelConfig.recompute_every)
   bool bf16_activations = false;  // ModelConfig.activation_dtype "bf16"
   bool bf16_products = false;     // precision BF16 with an F32 model (xn1, xn2, h in bf16)
-  // With bf16 products: the backend's operand copies (train/memory_check.h,
-  // Bf16OperandsFor, asks the CPU backend which library it runs).
+  // With bf16 products: the backend's operand copies (Bf16OperandsFor in
+  // train/trainer.h asks the CPU backend which library it runs).
   Bf16Operands bf16_operands = Bf16Operands::kInKernel;
 };
 

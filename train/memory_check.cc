@@ -13,7 +13,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/backend.h"
 #include "model/plan.h"
 #include "train/sft_config.h"
 
@@ -57,13 +56,8 @@ int64_t AvailableHostMemory() {
   return avail;
 }
 
-Bf16Operands Bf16OperandsFor(const TrainConfig& config) {
-  if (config.precision() != BF16 || config.backend() != "cpu") return Bf16Operands::kInKernel;
-  return CpuBf16GemmLibrary() == Bf16GemmLibrary::kOneDnn ? Bf16Operands::kBf16Copies : Bf16Operands::kF32Copies;
-}
-
 absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, MemoryUse use, int world,
-                             int ranks_on_node, int64_t available_bytes) {
+                             int ranks_on_node, int64_t available_bytes, Bf16Operands bf16_operands) {
   if (available_bytes < 0) return absl::OkStatus();
   world = std::max(1, world);
   ranks_on_node = std::max(1, ranks_on_node);
@@ -96,7 +90,7 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
     o.recompute_every = config.model().recompute_every();
     o.bf16_activations = ResolveBf16Activations(config.model(), config.precision() == BF16).value_or(false);
     o.bf16_products = config.precision() == BF16;
-    o.bf16_operands = Bf16OperandsFor(config);
+    o.bf16_operands = bf16_operands;
     Plan plan;
     plan.dims = d;
     plan.options = o;
@@ -153,10 +147,10 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
       "; ", fix));
 }
 
-absl::Status CheckMemoryFitsMachine(const TrainConfig& config, const ModelDims& dims, MemoryUse use, int world,
-                                    int ranks_on_node) {
+absl::Status CheckMemoryFitsMachine(const TrainConfig& config, const ModelDims& dims, MemoryUse use,
+                                    Bf16Operands bf16_operands, int world, int ranks_on_node) {
   if (config.backend() != "cpu") return absl::OkStatus();
-  return CheckMemoryFits(config, dims, use, world, ranks_on_node, AvailableHostMemory());
+  return CheckMemoryFits(config, dims, use, world, ranks_on_node, AvailableHostMemory(), bf16_operands);
 }
 
 }  // namespace longctx

@@ -29,11 +29,6 @@ enum class MemoryUse {
 // (memory.max − memory.current) when there is one; -1 when nothing is known.
 int64_t AvailableHostMemory();
 
-// The operand copies the run's bf16 products keep (model/plan.h): none for
-// fp32 products or off the CPU backend, else those of the library the CPU
-// backend runs them on here (kernels/backend.h, CpuBf16GemmLibrary).
-Bf16Operands Bf16OperandsFor(const TrainConfig& config);
-
 // OK when `use` of the model `dims` (with config's data.batch_size ×
 // data.seq_len — for SFT (data.sft) the schedule's micro-batch with the
 // largest activations, sft_config.h — mode and world for training) times
@@ -41,14 +36,17 @@ Bf16Operands Bf16OperandsFor(const TrainConfig& config);
 // `available_bytes` (< 0: unknown, always OK). Otherwise ResourceExhausted
 // naming the need, the budget, and the field to change (the largest part).
 // Arithmetic in double first, so dims whose byte counts overflow int64
-// (hidden_size 2e9) are reported, not wrapped.
+// (hidden_size 2e9) are reported, not wrapped. bf16_operands: the operand
+// copies of the run's bf16 products (train/trainer.h, Bf16OperandsFor: this
+// file does not ask a backend, so the readers' fuzz build links without
+// one); training only, kInKernel for inference.
 absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& dims, MemoryUse use, int world,
-                             int ranks_on_node, int64_t available_bytes);
+                             int ranks_on_node, int64_t available_bytes, Bf16Operands bf16_operands);
 
 // CheckMemoryFits against AvailableHostMemory() for the CPU backend (the CUDA
 // backend's device memory is not visible from here: no check).
-absl::Status CheckMemoryFitsMachine(const TrainConfig& config, const ModelDims& dims, MemoryUse use, int world = 1,
-                                    int ranks_on_node = 1);
+absl::Status CheckMemoryFitsMachine(const TrainConfig& config, const ModelDims& dims, MemoryUse use,
+                                    Bf16Operands bf16_operands, int world = 1, int ranks_on_node = 1);
 
 }  // namespace longctx
 

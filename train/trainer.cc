@@ -67,6 +67,11 @@ absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend) {
   return absl::OkStatus();
 }
 
+Bf16Operands Bf16OperandsFor(const TrainConfig& config) {
+  if (config.precision() != BF16 || config.backend() != "cpu") return Bf16Operands::kInKernel;
+  return CpuBf16GemmLibrary() == Bf16GemmLibrary::kOneDnn ? Bf16Operands::kBf16Copies : Bf16Operands::kF32Copies;
+}
+
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(const TrainConfig& config) {
   if (config.data().path().empty())
     return absl::InvalidArgumentError("data.path: empty; point it at a token file or directory built by `longctx data`");
@@ -98,7 +103,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   if (!dims.ok()) return dims.status();
   t->dims_ = *dims;
   // Before anything is allocated: does the plan fit the machine (all ranks of this node)?
-  if (absl::Status fits = CheckMemoryFitsMachine(config, t->dims_, MemoryUse::kTraining, t->comm_->world_size(),
+  if (absl::Status fits = CheckMemoryFitsMachine(config, t->dims_, MemoryUse::kTraining, Bf16OperandsFor(config),
+                                                 t->comm_->world_size(),
                                                  t->comm_->local_world_size());
       !fits.ok())
     return fits;

@@ -25,6 +25,7 @@
 #include "kernels/backend.h"
 #include "launch/communicator.h"
 #include "model/config.h"
+#include "model/plan.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/batch_source.h"
@@ -126,6 +127,11 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForConfig(const TrainConfig&
 // The config's `precision` as the backend's matmul precision
 // (Backend::SetMatmulPrecision); the error names `precision` and the backend.
 absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend);
+// The operand copies the config's bf16 products keep (model/plan.h, for the
+// memory plan and check): none for fp32 products or off the CPU backend,
+// else those of the library the CPU backend runs them on here
+// (kernels/backend.h, CpuBf16GemmLibrary).
+Bf16Operands Bf16OperandsFor(const TrainConfig& config);
 
 // Loss evaluation packer over the config's eval split, from its start.
 absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const DocumentSource* tokens);

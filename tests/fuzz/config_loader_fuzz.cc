@@ -23,8 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!config.ok()) return 0;
   auto dims = longctx::ResolveModelConfig(config->model());
   if (!dims.ok()) __builtin_trap();  // LoadTrainConfig validated it
-  (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kTraining, 2, 2, int64_t{8} << 30);
-  (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kInference, 1, 1, int64_t{8} << 30);
+  (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kTraining, 2, 2, int64_t{8} << 30,
+                                 longctx::Bf16Operands::kBf16Copies);
+  (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kTraining, 1, 1, int64_t{8} << 30,
+                                 longctx::Bf16Operands::kF32Copies);
+  (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kInference, 1, 1, int64_t{8} << 30,
+                                 longctx::Bf16Operands::kInKernel);
   (void)longctx::ToTextProto(*config, /*include_defaults=*/true);
   return 0;
 }

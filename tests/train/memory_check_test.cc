@@ -33,7 +33,7 @@ TrainConfig Demo(const std::vector<std::string>& overrides) {
 absl::Status Check(const TrainConfig& c, MemoryUse use, int64_t available, int world = 1, int node = 1) {
   auto dims = ResolveModelConfig(c.model());
   EXPECT_TRUE(dims.ok()) << dims.status();
-  return CheckMemoryFits(c, *dims, use, world, node, available);
+  return CheckMemoryFits(c, *dims, use, world, node, available, Bf16Operands::kInKernel);
 }
 
 TEST(MemoryCheck, DemoFitsAndTheBoundaryIsThePlanTotal) {

@@ -23,7 +23,6 @@
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/plan.h"
-#include "train/memory_check.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
