@@ -49,6 +49,28 @@ TEST(MemoryCheck, DemoFitsAndTheBoundaryIsThePlanTotal) {
   EXPECT_TRUE(Check(c, MemoryUse::kTraining, -1).ok());  // unknown memory: no verdict
 }
 
+// At bf16 precision the boundary is the plan's total with the operand copies
+// of the library named (kBf16Copies: oneDNN, kF32Copies: rounded sgemm), and
+// those copies are part of it: the fp32-copies total is the larger.
+TEST(MemoryCheck, Bf16BoundaryCountsTheOperandCopies) {
+  const TrainConfig c = Demo({"--precision=bf16"});
+  auto dims = ResolveModelConfig(c.model());
+  ASSERT_TRUE(dims.ok());
+  for (Bf16Operands ops : {Bf16Operands::kBf16Copies, Bf16Operands::kF32Copies}) {
+    SCOPED_TRACE(Bf16OperandsName(ops));
+    const MemoryPlan m = EstimateTrainingMemory(*dims, c.data().batch_size(), c.data().seq_len(), 0, 0,
+                                                false, true, ops);
+    ASSERT_GT(m.bf16_operand_copies, 0);
+    EXPECT_TRUE(CheckMemoryFits(c, *dims, MemoryUse::kTraining, 1, 1, m.total, ops).ok());
+    EXPECT_EQ(CheckMemoryFits(c, *dims, MemoryUse::kTraining, 1, 1, m.total - 1, ops).code(),
+              absl::StatusCode::kResourceExhausted);
+  }
+  const int64_t half = EstimateTrainingMemory(*dims, c.data().batch_size(), c.data().seq_len(), 0, 0, false, true,
+                                              Bf16Operands::kBf16Copies)
+                           .total;
+  EXPECT_FALSE(CheckMemoryFits(c, *dims, MemoryUse::kTraining, 1, 1, half, Bf16Operands::kF32Copies).ok());
+}
+
 TEST(MemoryCheck, ProbeSizesAreRefusedNamingTheField) {
   struct Case { std::vector<std::string> overrides; const char* field; };
   const Case cases[] = {
