@@ -31,8 +31,8 @@
 #include "data/shard_reader.h"
 #include "data/text_corpus.h"
 #include "data/token_file.h"
-#include "kernels/log.h"
-#include "kernels/subprocess.h"
+#include "base/log.h"
+#include "base/subprocess.h"
 
 namespace longctx {
 namespace fs = std::filesystem;
@@ -310,7 +310,7 @@ class TempDir {
 
 // Runs a shell command, capturing stdout; the exit status goes to *status (-1:
 // not started, or ended by a signal). Through RunShellCommand, so groff gets
-// SIGTERM even though longctx blocks it (kernels/subprocess.h).
+// SIGTERM even though longctx blocks it (base/subprocess.h).
 std::string Capture(const std::string& cmd, int* status) {
   absl::StatusOr<ShellResult> r = RunShellCommand(cmd);
   if (!r.ok()) {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 

@@ -20,7 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/text_corpus.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 namespace fs = std::filesystem;

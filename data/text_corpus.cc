@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/token_file.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "data/shard_reader.h"
 #include "data/tokenize_shards.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 namespace fs = std::filesystem;

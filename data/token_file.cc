@@ -21,7 +21,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 

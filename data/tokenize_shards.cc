@@ -30,7 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 namespace fs = std::filesystem;

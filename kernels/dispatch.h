@@ -5,7 +5,7 @@
 #ifndef LONGCTX_KERNELS_DISPATCH_H_
 #define LONGCTX_KERNELS_DISPATCH_H_
 
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/tensor.h"
 
 namespace longctx {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <utility>
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 

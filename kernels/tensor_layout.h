@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/tensor.h"
 
 namespace longctx {

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/attention_visibility.h"
 
 namespace longctx {

@@ -2,7 +2,7 @@
 // layer kinds, then what depends on the kinds: window and RoPE dims), and the
 // first failure is returned, so the message always names the root cause.
 #include "model/config.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 #include <cmath>
 

@@ -2,7 +2,7 @@
 // back as the same float (1e-05, not 9.999999747378752e-06), so a config.json
 // is readable by people and round-trips bit-exactly.
 #include "model/hf_config.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 #include <cmath>
 #include <cstdio>

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "model/block_forward.h"
 
 namespace longctx {

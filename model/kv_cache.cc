@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/attention_visibility.h"
 
 namespace longctx {

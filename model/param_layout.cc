@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 

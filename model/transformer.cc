@@ -10,7 +10,7 @@
 #include <random>
 
 #include "absl/strings/match.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "model/block_forward.h"
 
 namespace longctx {

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 

@@ -9,12 +9,18 @@ and the CMake link graph drifts from the design: kernels <- model <- optim <-
 train, data/ and launch/ on the kernels interface only. ctest runs it
 (tests/CMakeLists.txt), so CI does.
 
-Usage: check_layering.py SOURCE_DIR [BUILD_DIR] [--dot FILE]
+Usage: check_layering.py SOURCE_DIR [BUILD_DIR] [--dot FILE] [--graph]
   (a) links: the direct link dependencies of every longctx_* target, from
       `cmake --graphviz` of a throwaway configure with BUILD_DIR's options
       (never BUILD_DIR itself: ctest may be running from it), or from --dot;
-  (b) includes: every #include in kernels/ model/ optim/ data/ launch/ train/.
-Python 3 standard library only.
+  (b) includes: every #include in base/ kernels/ model/ optim/ data/ launch/
+      train/ against the table below;
+  (c) circles: no two rooms (a room = a folder's foo.h + foo.cc + foo_*.cc
+      of the same stem) include each other through any chain.
+  --graph prints train/'s include graph between its layers (and the rooms
+  of each) instead of only the verdict.
+Python 3 standard library only. tests/layering/check_layering_test.py plants
+a violation of every rule in a scratch tree and expects this check to fail.
 """
 
 import os
@@ -28,9 +34,11 @@ import tempfile
 # source folders and the libraries built from them; a layer may include the
 # headers of, and link the libraries of, exactly the layers listed for it.
 #
+#   base             log, status macro, child processes, the command error
+#                    line: below everything, includes nothing of longctx.
 #   kernels/math     header-only math shared by CPU and CUDA kernels
 #                    (__host__ __device__): pure, no device, no CUDA headers.
-#   kernels          the interface: Tensor, op params, Backend, log
+#   kernels          the interface: Tensor, op params, Backend
 #                    (library longctx_tensor; kernels/math is part of it).
 #   kernels/cpu      the CPU backend (longctx_cpu: OpenBLAS, oneDNN, OpenMP).
 #   kernels/cuda     the CUDA backend (longctx_cuda).
@@ -40,14 +48,28 @@ import tempfile
 #   optim            updates a model's parameters, through the interface.
 #   data             corpora, tokenizers, token files: no model, no device.
 #   launch           processes and communicators: tensors, no model.
-#   train            the top layer: the trainer, checkpoints, probes, the CLI;
-#                    picks a backend by name, so it links the registry.
+#   train            the top layer, itself four floors (train/CMakeLists.txt):
+#     train/parts    what a run is made of, knowing no trainer: the config
+#                    file, batches, evaluation, checkpoint formats, the NIAH
+#                    probe, metrics and plots (train/*.cc but the two below,
+#                    checkpoint/, probe/, report/);
+#     train/setup    a TrainConfig turned into options and objects (setup/);
+#                    makes the backend by name, so it links the registry;
+#     train/engine   the loop: trainer, train_step, hooks/, parallel/;
+#     train/apps     the applications: cli/, bench/, convert/, analyze/.
 #   train/bench      benchmarks must time the CPU GEMM paths themselves
 #                    (kernels/cpu/gemm_library.h, gemm_bf16.h): the one place
 #                    above kernels/ that includes a concrete backend.
 # ---------------------------------------------------------------------------
-INTERFACE = {"kernels", "kernels/math"}
+INTERFACE = {"base", "kernels", "kernels/math"}
+LOWER = INTERFACE | {"model", "optim", "data", "launch"}
+TRAIN_PARTS = LOWER | {"train/parts"}
+TRAIN_SETUP = TRAIN_PARTS | {"train/setup"}
+TRAIN_ENGINE = TRAIN_SETUP | {"train/engine"}
+TRAIN_APPS = TRAIN_ENGINE | {"train/apps"}
+BACKENDS = {"kernels/registry", "kernels/cpu", "kernels/cuda", "blas", "dnnl"}
 ALLOWED = {
+    "base": {"base"},
     "kernels/math": {"kernels/math"},
     "kernels": INTERFACE,
     "kernels/cpu": INTERFACE | {"kernels/cpu", "blas", "dnnl"},
@@ -57,18 +79,30 @@ ALLOWED = {
     "optim": INTERFACE | {"model", "optim"},
     "data": INTERFACE | {"data"},
     "launch": INTERFACE | {"launch"},
-    "train": INTERFACE | {"model", "optim", "data", "launch", "train",
-                          "kernels/registry", "kernels/cpu", "kernels/cuda", "blas", "dnnl"},
+    "train/parts": TRAIN_PARTS,
+    "train/setup": TRAIN_SETUP | BACKENDS,
+    "train/engine": TRAIN_ENGINE | BACKENDS,
+    "train/apps": TRAIN_APPS | BACKENDS,
 }
-# Includes are stricter than links for train/: it links the backends (to
-# construct one) but only its benchmarks include a concrete backend's headers.
-INCLUDE_ALLOWED = dict(ALLOWED)
-INCLUDE_ALLOWED["train"] = ALLOWED["train"] - {"kernels/registry", "kernels/cpu", "kernels/cuda"}
-INCLUDE_ALLOWED["train/bench"] = INCLUDE_ALLOWED["train"] | {"kernels/cpu"}
+# Includes are stricter than links for train/: setup links the backends (to
+# construct one) but only the benchmarks include a concrete backend's headers.
+INCLUDE_ALLOWED = {k: v - (BACKENDS - {"kernels/registry"} if k.startswith("train") else set())
+                   for k, v in ALLOWED.items()}
+for _k in ("train/setup", "train/engine", "train/apps"):
+    INCLUDE_ALLOWED[_k] = INCLUDE_ALLOWED[_k] - {"kernels/registry"}
+INCLUDE_ALLOWED["train/apps"] = INCLUDE_ALLOWED["train/apps"] | {"train/bench"}
+INCLUDE_ALLOWED["train/bench"] = INCLUDE_ALLOWED["train/apps"] | {"kernels/cpu"}
+TRAIN_FLOORS = ["train/parts", "train/setup", "train/engine", "train/apps"]
 
 # Library name -> layer. A longctx_* library not listed here (or matching no
 # prefix rule below) is an error: a new library must say where it sits.
 TARGET_LAYER = {
+    "longctx_base": "base",
+    "longctx_train_proto": "train/parts",
+    "longctx_train_parts": "train/parts",
+    "longctx_train_setup": "train/setup",
+    "longctx_train_engine": "train/engine",
+    "longctx_train": "train/apps",
     "longctx_tensor": "kernels",
     "longctx_cpu": "kernels/cpu",
     "longctx_cuda": "kernels/cuda",
@@ -78,7 +112,7 @@ TARGET_LAYER = {
 }
 # longctx_model_proto, longctx_train_proto, a future longctx_train_cli ... sit
 # in the layer their name starts with.
-PREFIX_LAYERS = ["model", "optim", "data", "launch", "train"]
+PREFIX_LAYERS = ["model", "optim", "data", "launch"]
 # Libraries that sit above every layer: they may link anything (test code).
 UNCHECKED_TARGETS = {"longctx_test_support"}
 # The CUDA stack (runtime, cuBLAS, NCCL): the CUDA backend's kernels, and
@@ -88,7 +122,7 @@ UNCHECKED_TARGETS = {"longctx_test_support"}
 CUDA_LAYERS = {"kernels/cuda", "launch"}
 CUDA_LINK = re.compile(r"^CUDA::")
 
-SOURCE_DIRS = ["kernels", "model", "optim", "data", "launch", "train"]
+SOURCE_DIRS = ["base", "kernels", "model", "optim", "data", "launch", "train"]
 SOURCE_EXT = (".h", ".cc", ".cu", ".cuh")
 CUDA_HEADER = re.compile(r"^(cuda|cublas|cufft|curand|cusparse|nvrtc|nccl|thrust/|cub/|device_launch)")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
@@ -103,6 +137,22 @@ def target_layer(name):
     return None
 
 
+def train_layer(rel):
+    """The floor of a path under train/ (a source file or an include)."""
+    parts = rel.split("/")
+    if len(parts) > 2 and parts[1] == "bench":
+        return "train/bench"
+    if len(parts) > 2 and parts[1] in ("cli", "convert", "analyze"):
+        return "train/apps"
+    if len(parts) > 2 and parts[1] == "setup":
+        return "train/setup"
+    if len(parts) > 2 and parts[1] in ("hooks", "parallel"):
+        return "train/engine"
+    if len(parts) == 2 and parts[1].split(".")[0] in ("trainer", "train_step"):
+        return "train/engine"
+    return "train/parts"
+
+
 def file_layer(rel):
     """The layer of a source file, by its path relative to the source root."""
     parts = rel.split("/")
@@ -112,8 +162,8 @@ def file_layer(rel):
         if rel == "kernels/backend_registry.cc":
             return "kernels/registry"
         return "kernels"
-    if parts[0] == "train" and len(parts) > 2 and parts[1] == "bench":
-        return "train/bench"
+    if parts[0] == "train":
+        return train_layer(rel)
     return parts[0]
 
 
@@ -124,9 +174,103 @@ def include_layer(path):
         if len(parts) > 2 and parts[1] in ("math", "cpu", "cuda"):
             return "kernels/" + parts[1]
         return "kernels"
-    if parts[0] in PREFIX_LAYERS:
+    if parts[0] == "train" and len(parts) > 1:
+        return train_layer(path)
+    if parts[0] in PREFIX_LAYERS or parts[0] == "base":
         return parts[0]
     return None
+
+
+def room_of(rel):
+    """A room: a folder's foo.h with foo.cc (and foo_*.cc split from it only
+    when no foo_*.h exists, which check_circles resolves)."""
+    d, f = os.path.split(rel)
+    stem = f.rsplit(".", 1)[0]
+    return f"{d}/{stem}" if d else stem
+
+
+def include_graph(src):
+    """{room: {rooms it includes}} over SOURCE_DIRS, quoted includes only."""
+    graph, files = {}, {}
+    for top in SOURCE_DIRS:
+        for root, dirs, names in os.walk(os.path.join(src, top)):
+            dirs.sort()
+            for f in sorted(names):
+                if f.endswith(SOURCE_EXT):
+                    rel = os.path.relpath(os.path.join(root, f), src).replace(os.sep, "/")
+                    files[rel] = room_of(rel)
+    rooms = set(files.values())
+    for rel, room in files.items():
+        deps = graph.setdefault(room, set())
+        with open(os.path.join(src, rel), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                m = INCLUDE_RE.match(line)
+                if m and m.group(1) == '"':
+                    target = room_of(m.group(2))
+                    if target in rooms and target != room:
+                        deps.add(target)
+    return graph
+
+
+def circles(graph):
+    """Strongly connected components of more than one room (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def check_circles(src):
+    graph = include_graph(src)
+    errors = []
+    for comp in circles(graph):
+        ties = [f"{a} -> {b}" for a in comp for b in sorted(graph[a]) if b in comp]
+        errors.append(f"include circle of {len(comp)} rooms: {', '.join(ties)}")
+    return errors
+
+
+def train_graph(src):
+    """Lines describing train/'s floors: the rooms of each and the floor-to-
+    floor include counts (an arrow only ever points down the list)."""
+    graph = include_graph(src)
+    floor = {r: train_layer(r + ".h") for r in graph if r.startswith("train/")}
+    lines = []
+    for f in TRAIN_FLOORS + ["train/bench"]:
+        members = sorted(r for r, l in floor.items() if l == f)
+        lines.append(f"{f} ({len(members)} rooms): {' '.join(m[len('train/'):] for m in members)}")
+    counts = {}
+    for r, l in floor.items():
+        for d in graph[r]:
+            if d in floor and floor[d] != l:
+                counts[(l, floor[d])] = counts.get((l, floor[d]), 0) + 1
+    for (a, b), n in sorted(counts.items()):
+        lines.append(f"  {a} -> {b}: {n} includes")
+    return lines
 
 
 def check_includes(src):
@@ -235,10 +379,12 @@ def check_links(graph):
 
 
 def main(argv):
-    args, dot = [], None
+    args, dot, show = [], None, False
     it = iter(argv[1:])
     for a in it:
-        if a == "--dot":
+        if a == "--graph":
+            show = True
+        elif a == "--dot":
             dot = next(it, None)
         elif a.startswith("--dot="):
             dot = a.split("=", 1)[1]
@@ -258,11 +404,15 @@ def main(argv):
     if checked == 0:
         link_errors.append("no longctx_* library found in the graphviz output: the check checked nothing")
     include_errors = check_includes(src)
-    for e in link_errors + include_errors:
+    circle_errors = check_circles(src)
+    if show:
+        for line in train_graph(src):
+            print(line)
+    for e in link_errors + include_errors + circle_errors:
         print("LAYERING:", e)
     print(f"check_layering: {checked} libraries, {len(link_errors)} link and "
-          f"{len(include_errors)} include violations")
-    return 1 if link_errors or include_errors else 0
+          f"{len(include_errors)} include violations, {len(circle_errors)} include circles")
+    return 1 if link_errors or include_errors or circle_errors else 0
 
 
 if __name__ == "__main__":

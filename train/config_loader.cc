@@ -3,7 +3,7 @@
 // the parser's errors are collected (not printed to stderr by protobuf) and
 // the first one becomes the single line the user sees.
 #include "train/config_loader.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 #include <algorithm>
 #include <sys/stat.h>

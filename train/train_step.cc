@@ -8,30 +8,19 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace longctx {
 
-absl::Status AllReduceGradientSync::Reduce(ParamStore& grads) {
-  for (int b = 0; b < grads.layout().num_buffers(); ++b) {
-    absl::Status st = comm_->AllReduceSum(grads.buffer(b));
-    if (!st.ok()) return st;
-  }
-  return absl::OkStatus();
-}
-
-bool GradientSync::LocalFinite(ParamStore& grads) { return std::isfinite(grads.SumSquares()); }
-
-TrainStep::TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, GradientSync* sync,
-                     ParamUpdate* update, NonfinitePolicy nonfinite)
+TrainStep::TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, ParallelStrategy* strategy,
+                     NonfinitePolicy nonfinite)
     : model_(model),
       device_batch_(device_batch),
       comm_(comm),
-      sync_(sync),
-      update_(update),
+      strategy_(strategy),
       nonfinite_(nonfinite) {
   if (const char* env = std::getenv("LONGCTX_TEST_INJECT_NONFINITE"); env != nullptr && *env != '\0') {
     std::vector<std::string> f = absl::StrSplit(env, ':');
@@ -53,7 +42,7 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
   if (target_tokens == 0) return absl::DataLossError(absl::StrCat("step ", step, ": batch has no target tokens"));
   const int world = comm_->world_size(), rank = comm_->rank();
   model_->grads().Zero();
-  sync_->BeginStep();
+  strategy_->BeginStep();
   const bool inject = inject_step_ == step && inject_rank_ == rank;
   if (inject) inject_step_ = 0;  // once: a skipped step is retried under the same number with the next batch
   // The injected NaN gradient goes into the last local micro-batch's gradient
@@ -69,10 +58,10 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
   const int n_micro = static_cast<int>(micro.size());
   for (int i = rank; i < n_micro; i += world) {
     BatchTensors t = device_batch_->Upload(micro[i]);
-    sync_->BeginMicroBatch(model_->grads());
+    strategy_->BeginMicroBatch();
     loss_sum += model_->ForwardBackward(t, 1.0 / static_cast<double>(target_tokens), /*backward=*/true);
     if (inject && inject_grad_ && i + world >= n_micro) inject_grad();
-    sync_->EndMicroBatch(model_->grads());
+    strategy_->EndMicroBatch();
   }
   const bool check = nonfinite_.stop || nonfinite_.skip;
   if (inject && inject_grad_ && rank >= n_micro) inject_grad();  // this rank had no micro-batch
@@ -81,8 +70,8 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
   // its layers' gradients by now: there the loss and the norm after the update
   // are what is checked).
   double sums[2] = {loss_sum, 0};
-  if (check && !(std::isfinite(loss_sum) && sync_->LocalFinite(model_->grads()))) sums[1] = 1;
-  if (absl::Status st = sync_->Reduce(model_->grads()); !st.ok()) return st;
+  if (check && !(std::isfinite(loss_sum) && strategy_->LocalGradientsFinite())) sums[1] = 1;
+  if (absl::Status st = strategy_->FinishBackward(); !st.ok()) return st;
   if (absl::Status st = comm_->AllReduceSum(sums, 2); !st.ok()) return st;
   const double loss = sums[0] / static_cast<double>(target_tokens);
   const int bad_ranks = static_cast<int>(sums[1]);
@@ -93,6 +82,7 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
   r.lr = lr;
   r.ranks_nonfinite = bad_ranks;
   if (bad_ranks > 0 && nonfinite_.skip) {
+    r.comm_seconds = strategy_->TakeCommSeconds();
     r.skipped = true;
     r.grad_norm = std::numeric_limits<double>::quiet_NaN();
     return r;
@@ -102,7 +92,12 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
         "step %d: training loss is %f; a non-finite loss or gradient on %d of %d ranks; stopping without updating "
         "or saving (last checkpoint: %s)",
         step, loss, bad_ranks, world, last_checkpoint.empty() ? "none from this run" : std::string(last_checkpoint)));
-  const StepStats stats = update_->Apply(model_->params(), model_->grads(), lr);
+  absl::StatusOr<StepStats> updated = strategy_->OptimizerStep(lr);
+  if (!updated.ok())
+    return absl::Status(updated.status().code(),
+                        absl::StrCat("step ", step, ": ", strategy_->name(), " update: ", updated.status().message()));
+  const StepStats& stats = *updated;
+  r.comm_seconds = strategy_->TakeCommSeconds();
   // The norm is agreed across ranks; non-finite here means the update already
   // used it, so even the skip policy cannot take it back.
   if (!std::isfinite(stats.grad_norm) && check)

@@ -1,15 +1,11 @@
-// Why: one training step, written once, with the parallel strategy behind two
-// seams so the step never knows which one runs:
-//  * GradientSync turns each rank's locally accumulated gradients into what the
-//    update reads. Today: AllReduceGradientSync, an all-reduce of every
-//    gradient buffer through the Communicator (the identity for one process).
-//    DDP = the same all-reduce across processes (bucketed, overlapped with the
-//    backward later); ZeRO-1 / FSDP = a reduce-scatter, each rank keeping its
-//    shard of the reduced gradients.
-//  * ParamUpdate applies the optimizer to what GradientSync left. Today:
-//    AdamWUpdate, AdamW over every parameter (global-norm clipping inside).
-//    ZeRO-1 / FSDP = AdamW over the local shard only, the clipping norm agreed
-//    across ranks, then (ZeRO-1) an all-gather of the updated parameters.
+// Why: one training step, written once, with the parallel strategy behind one
+// seam (train/parallel/parallel_strategy.h) so the step never knows which one
+// runs: the step brackets each micro-batch's forward/backward with the
+// strategy's BeginMicroBatch/EndMicroBatch, asks it whether this rank's
+// gradients are finite, lets it finish the backward (DDP: the gradient sum
+// across ranks; ZeRO-1: a reduce-scatter; FSDP: per layer, already done) and
+// then takes its optimizer step (AdamW over all parameters or over this rank's
+// shard, the clipping norm agreed across ranks).
 // Data fetching is not here: the caller hands over the step's micro-batches
 // (train/batch_source.h) in the global data order, the same on every rank; rank
 // r computes those with index % world == r, so what a run learns from does not
@@ -29,6 +25,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/device_batch.h"
+#include "train/parallel/parallel_strategy.h"
 
 namespace longctx {
 
@@ -43,6 +40,7 @@ struct StepResult {
   // with skip_nonfinite: no update was applied; every rank returns this alike.
   bool skipped = false;
   int ranks_nonfinite = 0;
+  double comm_seconds = 0;  // this rank's seconds in the strategy's collectives during the step
 };
 
 // What a step does when the loss or a gradient is NaN/Inf on any rank. Every
@@ -54,63 +52,15 @@ struct NonfinitePolicy {
   bool skip = false;  // no update; StepResult.skipped (TrainConfig.skip_nonfinite; wins over stop)
 };
 
-class GradientSync {
- public:
-  virtual ~GradientSync() = default;
-  // Before a step's first micro-batch (after grads are zeroed).
-  virtual void BeginStep() {}
-  // Around each local micro-batch's forward/backward. The default accumulates
-  // in place in `grads` (nothing to do); the fp64 gradient sum
-  // (train/parallel/grad_sum64.h) zeroes grads before each micro-batch and
-  // adds it to an fp64 accumulator after.
-  virtual void BeginMicroBatch(ParamStore& grads) { (void)grads; }
-  virtual void EndMicroBatch(ParamStore& grads) { (void)grads; }
-  // This rank's accumulated gradient is finite (before Reduce).
-  virtual bool LocalFinite(ParamStore& grads);
-  // Called once per step after every local micro-batch's backward: `grads`
-  // holds this rank's sum (or the sync's own accumulator does); afterwards
-  // `grads` holds what ParamUpdate reads.
-  virtual absl::Status Reduce(ParamStore& grads) = 0;
-};
-
-// Sum of every gradient buffer over all ranks, in place (every rank ends with
-// the whole reduced gradient).
-class AllReduceGradientSync final : public GradientSync {
- public:
-  explicit AllReduceGradientSync(Communicator* comm) : comm_(comm) {}
-  absl::Status Reduce(ParamStore& grads) override;
-
- private:
-  Communicator* comm_;
-};
-
-class ParamUpdate {
- public:
-  virtual ~ParamUpdate() = default;
-  // One optimizer update at learning rate lr from the reduced gradients.
-  virtual StepStats Apply(ParamStore& params, ParamStore& grads, double lr) = 0;
-};
-
-class AdamWUpdate final : public ParamUpdate {
- public:
-  explicit AdamWUpdate(AdamW* optimizer) : optimizer_(optimizer) {}
-  StepStats Apply(ParamStore& params, ParamStore& grads, double lr) override {
-    return optimizer_->Step(params, grads, lr);
-  }
-
- private:
-  AdamW* optimizer_;
-};
-
 class TrainStep {
  public:
   // Not owned; all outlive the step. comm reduces the loss sum (scalars);
-  // sync and update are the strategy's seams above.
-  TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, GradientSync* sync,
-            ParamUpdate* update, NonfinitePolicy nonfinite);
+  // strategy reduces the gradients and updates the parameters.
+  TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, ParallelStrategy* strategy,
+            NonfinitePolicy nonfinite);
 
   // Zero grads; forward/backward of this rank's micro-batches (each between
-  // the sync's BeginMicroBatch/EndMicroBatch) with the loss
+  // the strategy's BeginMicroBatch/EndMicroBatch) with the loss
   // scaled by 1 / target_tokens (the global count over all of `micro`);
   // reduce gradients and the loss sum; on a non-finite loss or gradient on any
   // rank stop or skip as the policy says (before any update; last_checkpoint is
@@ -125,8 +75,7 @@ class TrainStep {
   Transformer* model_;
   DeviceBatch* device_batch_;
   Communicator* comm_;
-  GradientSync* sync_;
-  ParamUpdate* update_;
+  ParallelStrategy* strategy_;
   NonfinitePolicy nonfinite_;
   // LONGCTX_TEST_INJECT_NONFINITE, parsed once (step 0 = none).
   bool inject_grad_ = false;

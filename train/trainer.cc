@@ -1,5 +1,6 @@
-// Why: see trainer.h. Create wires the parts and registers the hooks from the
-// config; Run is the loop. The step itself (micro-batches, gradient reduction,
+// Why: see trainer.h. Create wires the parts (each step a short method
+// below; the config is translated in train/setup/) and registers the hooks;
+// Run is the loop. The step itself (micro-batches, gradient reduction,
 // clipping, update) is train_step.h, its data batch_source.h, and everything
 // periodic a hook in train/hooks/.
 #include "train/trainer.h"
@@ -10,87 +11,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "optim/lr_schedule.h"
-#include "train/memory_check.h"
-#include "train/parallel/rank_threads.h"
-#include "train/parallel/parallel_strategy.h"
-#include "train/parallel/trainer_parallel.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/checkpoint_reader.h"
 #include "train/checkpoint/rank_agreement.h"
+#include "train/checkpoint/resume_point.h"
 #include "train/hooks/checkpoint_hook.h"
 #include "train/hooks/eval_hook.h"
+#include "train/hooks/full_state_hook.h"
 #include "train/hooks/metrics_hook.h"
 #include "train/hooks/posfreq_hook.h"
 #include "train/hooks/probe_hook.h"
 #include "train/hooks/tensorboard_hook.h"
+#include "train/parallel/rank_threads.h"
 #include "train/preemption.h"
-#include "train/probe/niah_probe_config.h"
-#include "train/sft_config.h"
+#include "train/setup/backend_for_config.h"
+#include "train/setup/memory_check.h"
+#include "train/setup/sft_config.h"
 
 namespace longctx {
-namespace {
-
-PackerOptions PackerOptionsFor(const TrainConfig& config, PackerSplit split) {
-  PackerOptions o;
-  o.seq_len = config.data().seq_len();
-  o.batch_size = config.data().batch_size();
-  o.document_mask = config.data().document_mask();
-  o.shuffle_seed = config.data().shuffle_seed();
-  o.eval_fraction = config.data().eval_fraction();
-  o.split = split;
-  return o;
-}
-
-}  // namespace
-
-BackendOptions BackendOptionsFor(const TrainConfig& config, BackendOptions options) {
-  options.threads = config.threads();
-  return options;
-}
-
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForConfig(const TrainConfig& config,
-                                                              const BackendOptions& options) {
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config.backend(), BackendOptionsFor(config, options));
-  if (!backend.ok())
-    return absl::Status(backend.status().code(), absl::StrCat("backend: ", backend.status().message()));
-  if (absl::Status st = ApplyPrecision(config, backend->get()); !st.ok()) return st;
-  return backend;
-}
-
-absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend) {
-  const MatmulPrecision p = config.precision() == BF16 ? MatmulPrecision::kBF16 : MatmulPrecision::kF32;
-  absl::Status st = backend->SetMatmulPrecision(p);
-  if (!st.ok()) return absl::Status(st.code(), absl::StrCat("precision: ", st.message()));
-  return absl::OkStatus();
-}
-
-Bf16Operands Bf16OperandsFor(const TrainConfig& config) {
-  if (config.precision() != BF16 || config.backend() != "cpu") return Bf16Operands::kInKernel;
-  return CpuBf16GemmLibrary() == Bf16GemmLibrary::kOneDnn ? Bf16Operands::kBf16Copies : Bf16Operands::kF32Copies;
-}
-
-absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(const TrainConfig& config) {
-  if (config.data().path().empty())
-    return absl::InvalidArgumentError("data.path: empty; point it at a token file or directory built by `longctx data`");
-  absl::StatusOr<TokenDataset> d = TokenDataset::Open({config.data().path()});
-  if (!d.ok()) return absl::Status(d.status().code(), absl::StrCat("data.path: ", d.status().message()));
-  return std::make_unique<TokenDataset>(std::move(*d));
-}
-
-absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const DocumentSource* tokens) {
-  absl::StatusOr<Packer> p = Packer::Create(tokens, PackerOptionsFor(config, PackerSplit::kTrain));
-  if (!p.ok()) return p.status();
-  return std::make_unique<Packer>(std::move(*p));
-}
-
-absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const DocumentSource* tokens) {
-  absl::StatusOr<Packer> p = Packer::Create(tokens, PackerOptionsFor(config, PackerSplit::kEval));
-  if (!p.ok()) return p.status();
-  return std::make_unique<Packer>(std::move(*p));
-}
 
 Trainer::~Trainer() = default;
 
@@ -104,192 +45,127 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   t->dims_ = *dims;
   // Before anything is allocated: does the plan fit the machine (all ranks of this node)?
   if (absl::Status fits = CheckMemoryFitsMachine(config, t->dims_, MemoryUse::kTraining, Bf16OperandsFor(config),
-                                                 t->comm_->world_size(),
-                                                 t->comm_->local_world_size());
+                                                 t->comm_->world_size(), t->comm_->local_world_size());
       !fits.ok())
     return fits;
-  // The backend owns the thread count (applied as it is made) and the GEMM choices.
-  // Several ranks: threads per rank from the node's cores (train/parallel/rank_threads.h).
-  TrainConfig backend_config = config;
-  if (t->comm_->world_size() > 1) {
+  if (absl::Status st = t->MakeBackend(); !st.ok()) return st;
+  absl::StatusOr<TrainingInputs> data = OpenTrainingInputs(config, t->dims_, t->comm_->rank());
+  if (!data.ok()) return data.status();
+  t->data_ = std::move(*data);
+  if (absl::Status st = t->MakeModel(); !st.ok()) return st;
+  if (absl::Status st = t->MakeBatchSource(); !st.ok()) return st;
+  if (absl::Status st = t->LockOutDir(); !st.ok()) return st;
+  if (absl::Status st = t->ResumeOrInitialize(); !st.ok()) return st;
+  t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
+                                               t->strategy_.get(),
+                                               NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()});
+  if (absl::Status st = t->OpenMetrics(); !st.ok()) return st;
+  t->RegisterHooks();
+  return t;
+}
+
+// The backend owns the thread count (applied as it is made) and the GEMM
+// choices. Several ranks: threads per rank from the node's cores
+// (train/parallel/rank_threads.h).
+absl::Status Trainer::MakeBackend() {
+  TrainConfig backend_config = config_;
+  if (comm_->world_size() > 1) {
     absl::StatusOr<RankThreads> rt =
-        ChooseThreadsPerRank(config.threads(), t->comm_->local_world_size(), 0, config.force_threads());
+        ChooseThreadsPerRank(config_.threads(), comm_->local_world_size(), 0, config_.force_threads());
     if (!rt.ok()) return rt.status();
-    if (!rt->warning.empty() && t->comm_->rank() == 0) LOG(WARNING) << rt->warning;
+    if (!rt->warning.empty() && comm_->rank() == 0) LOG(WARNING) << rt->warning;
     backend_config.set_threads(rt->threads);
   }
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForConfig(backend_config);
   if (!backend.ok()) return backend.status();
-  t->backend_ = std::move(*backend);
+  backend_ = std::move(*backend);
+  return absl::OkStatus();
+}
 
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config.data().tokenizer());
-  if (!tok.ok()) return absl::InvalidArgumentError(absl::StrCat("data.tokenizer: ", tok.status().message()));
-  t->tokenizer_ = std::move(*tok);
-  if (t->tokenizer_->vocab_size() > t->dims_.vocab)
-    return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", t->dims_.vocab, " is smaller than tokenizer '",
-                                                   t->tokenizer_->name(), "' (", t->tokenizer_->vocab_size(), " ids)"));
-  absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(config);
-  if (!tokens.ok()) return tokens.status();
-  t->tokens_ = std::move(*tokens);
-  if (t->tokens_->vocab_size() > t->dims_.vocab)
-    return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", t->dims_.vocab, " < vocab of ",
-                                                   config.data().path(), " (", t->tokens_->vocab_size(), ")"));
-  absl::StatusOr<std::unique_ptr<Packer>> packer = MakeTrainPacker(config, t->tokens_.get());
-  if (!packer.ok()) return packer.status();
-  t->train_packer_ = std::move(*packer);
-  absl::StatusOr<std::unique_ptr<RetrievalMixer>> mixer = MakeRetrievalMixer(config, t->tokens_.get(), t->tokenizer_.get());
-  if (!mixer.ok()) return mixer.status();
-  t->retrieval_ = std::move(*mixer);
-  if (!MakeEvalPacker(config, t->tokens_.get()).ok()) {
-    LOG(WARNING) << "data.eval_fraction " << config.data().eval_fraction() << " leaves no eval documents in "
-                 << config.data().path() << "; evaluation is skipped";
-    t->has_eval_ = false;
-  }
-
-  int64_t posfreq_len = config.data().seq_len();
-  if (IsSftConfig(config)) {
-    // SFT (data.sft): every step from the length schedule over the .lsft examples.
-    if (t->retrieval_ != nullptr)
-      return absl::InvalidArgumentError(
-          "data.retrieval_fraction: retrieval rows are not mixed into SFT steps (data.sft.path is set); set it to 0");
-    absl::StatusOr<SftDataset> sft = OpenSftData(config);
-    if (!sft.ok()) return sft.status();
-    if (sft->tokenizer_name() != t->tokenizer_->name())
-      return absl::InvalidArgumentError(absl::StrCat("data.sft.path: ", SftDataFile(config), " was tokenized with '",
-                                                     sft->tokenizer_name(), "', this run's data.tokenizer is '",
-                                                     t->tokenizer_->name(), "'"));
-    if (sft->vocab_size() > t->dims_.vocab)
-      return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", t->dims_.vocab, " < vocab of ",
-                                                     SftDataFile(config), " (", sft->vocab_size(), ")"));
-    t->sft_data_ = std::make_unique<SftDataset>(std::move(*sft));
-    absl::StatusOr<SftScheduleOptions> so = SftScheduleOptionsFor(config, t->tokenizer_->pad_id());
-    if (!so.ok()) return so.status();
-    absl::StatusOr<SftSchedule> schedule = SftSchedule::Create(t->sft_data_.get(), *so);
-    if (!schedule.ok())
-      return absl::Status(schedule.status().code(), absl::StrCat("data.sft: ", schedule.status().message()));
-    t->sft_schedule_ = std::make_unique<SftSchedule>(std::move(*schedule));
-    if (t->sft_schedule_->dropped_examples() > 0 && t->comm_->rank() == 0)
-      std::printf("data.sft: dropped %lld of %lld examples longer than %d tokens (data.sft.long_examples: drop)\n",
-                  static_cast<long long>(t->sft_schedule_->dropped_examples()),
-                  static_cast<long long>(t->sft_data_->n_examples()), so->seq_lens.back());
-    posfreq_len = std::max<int64_t>(posfreq_len, so->seq_lens.back());
-  }
-  t->posfreq_ = std::make_unique<PositionFrequency>(posfreq_len);
-  t->model_ = std::make_unique<Transformer>(t->dims_, t->backend_.get(), DType::kF32);
-  t->model_->set_recompute_every(config.model().recompute_every());
-  absl::StatusOr<bool> bf16_activations = ResolveBf16Activations(config.model(), config.precision() == BF16);
+// The model, its parallel strategy (which owns the optimizer state) and the
+// probe, which validates its settings against the model now.
+absl::Status Trainer::MakeModel() {
+  model_ = std::make_unique<Transformer>(dims_, backend_.get(), DType::kF32);
+  model_->set_recompute_every(config_.model().recompute_every());
+  absl::StatusOr<bool> bf16_activations = ResolveBf16Activations(config_.model(), config_.precision() == BF16);
   if (!bf16_activations.ok()) return bf16_activations.status();
-  if (*bf16_activations) t->model_->set_activation_dtype(DType::kBF16);
-  const AdamWSettings s = AdamWSettingsFromConfig(config);
-  // ZERO1/FSDP keep only shards of the moments (train/parallel): they get a full AdamW only to resume into.
-  auto make_optimizer = [&] { t->optimizer_ = std::make_unique<AdamW>(&t->model_->layout(), t->backend_.get(), DType::kF32, s); };
-  if (config.mode() == DDP) make_optimizer();
-  t->device_batch_ = std::make_unique<DeviceBatch>(t->backend_.get());
-  if (config.probe_every() != 0) {
+  if (*bf16_activations) model_->set_activation_dtype(DType::kBF16);
+  absl::StatusOr<std::unique_ptr<ParallelStrategy>> strategy = MakeParallelStrategy(config_, model_.get(), comm_.get());
+  if (!strategy.ok()) return strategy.status();
+  strategy_ = std::move(*strategy);
+  device_batch_ = std::make_unique<DeviceBatch>(backend_.get());
+  if (config_.probe_every() != 0) {
     absl::StatusOr<std::unique_ptr<ProbeHook>> probe =
-        ProbeHook::Create(config, t->tokens_.get(), t->tokenizer_.get(), t->model_.get());
+        ProbeHook::Create(config_, data_.tokens.get(), data_.tokenizer.get(), model_.get());
     if (!probe.ok()) return probe.status();
-    t->probe_hook_ = std::move(*probe);
+    probe_hook_ = std::move(*probe);
   }
-  if (t->sft_schedule_ != nullptr) {
-    absl::StatusOr<BatchSource> sft_source =
-        BatchSource::ForSft(t->train_packer_.get(), t->sft_schedule_.get(), t->posfreq_.get(),
-                            config.grad_accum() * t->comm_->world_size());
-    if (!sft_source.ok()) return sft_source.status();
-    t->batches_ = std::make_unique<BatchSource>(std::move(*sft_source));
-  } else {
-    t->batches_ = std::make_unique<BatchSource>(t->train_packer_.get(), t->retrieval_.get(), t->posfreq_.get());
-  }
-  t->gradient_sync_ = std::make_unique<AllReduceGradientSync>(t->comm_.get());
-  t->update_ = std::make_unique<AdamWUpdate>(t->optimizer_.get());
-  t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
-                                               t->gradient_sync_.get(), t->update_.get(),
-                                               NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()});
+  return absl::OkStatus();
+}
 
-  // One job per out_dir: rank 0 holds the lock until the process ends; every
-  // rank stops with the holder's name when another job has it.
-  {
-    absl::Status locked;
-    if (t->comm_->rank() == 0) {
-      absl::StatusOr<OutDirLock> lock = OutDirLock::Acquire(config.out_dir());
-      if (lock.ok())
-        t->out_dir_lock_.emplace(std::move(*lock));
-      else
-        locked = lock.status();
-    }
-    if (absl::Status st = AgreeOnStatus(*t->comm_, locked); !st.ok()) return st;
+absl::Status Trainer::MakeBatchSource() {
+  posfreq_ = std::make_unique<PositionFrequency>(data_.longest_row);
+  if (data_.sft_schedule != nullptr) {
+    absl::StatusOr<BatchSource> sft_source =
+        BatchSource::ForSft(data_.train_packer.get(), data_.sft_schedule.get(), posfreq_.get(),
+                            config_.grad_accum() * comm_->world_size());
+    if (!sft_source.ok()) return sft_source.status();
+    batches_ = std::make_unique<BatchSource>(std::move(*sft_source));
+  } else {
+    batches_ = std::make_unique<BatchSource>(data_.train_packer.get(), data_.retrieval.get(), posfreq_.get());
   }
-  // Resume from the newest complete checkpoint whose files match its manifest;
-  // a corrupt one is skipped with a warning naming it and the one used instead.
-  // Each rank verifies the files it will read (its own shard when the world
-  // size is unchanged; checkpoint_reader.h), and all ranks agree, so they fall
-  // back together.
-  absl::StatusOr<std::vector<std::string>> complete = ListCompleteCheckpoints(config.out_dir());
-  if (!complete.ok()) return complete.status();
-  absl::StatusOr<std::vector<std::string>> incomplete = ListIncompleteCheckpoints(config.out_dir());
-  if (!incomplete.ok()) return incomplete.status();
-  const int64_t newest_complete_step = complete->empty() ? -1 : StepOfCheckpointDir(complete->back());
-  for (const std::string& d : *incomplete)
-    if (StepOfCheckpointDir(d) > newest_complete_step && t->comm_->rank() == 0)
-      LOG(WARNING) << d << " has no " << kCheckpointCompleteMarker << " marker (an unfinished save or a copy); ignoring it and "
-                   << (complete->empty() ? std::string("starting from step 0")
-                                         : absl::StrCat("resuming from ", complete->back()));
-  std::string corrupt_note;
-  for (int i = static_cast<int>(complete->size()) - 1; i >= 0; --i) {
-    const std::string& dir = (*complete)[i];
-    absl::Status verified = AgreeOnStatus(
-        *t->comm_, VerifyCheckpointForRank(dir, t->model_->layout(), config.mode(), t->comm_->rank(),
-                                           t->comm_->world_size()));
-    if (verified.ok()) {
-      if (!corrupt_note.empty() && t->comm_->rank() == 0)
-        LOG(WARNING) << corrupt_note << "; falling back to the previous complete checkpoint " << dir;
-      absl::Status st = t->Resume(dir);
-      if (!st.ok()) return st;
-      break;
-    }
-    if (verified.code() != absl::StatusCode::kDataLoss) return verified;
-    corrupt_note = absl::StrCat(corrupt_note.empty() ? "" : absl::StrCat(corrupt_note, "; "), "checkpoint ", dir,
-                                " is corrupt (", verified.message(), ")");
-    if (i == 0)
-      return absl::DataLossError(absl::StrCat(corrupt_note, "; no older complete checkpoint in ", config.out_dir(),
-                                              " to fall back to (refusing to start over from step 0 on top of it: "
-                                              "move the directory away to start a new run)"));
+  return absl::OkStatus();
+}
+
+// One job per out_dir: rank 0 holds the lock until the process ends; every
+// rank stops with the holder's name when another job has it.
+absl::Status Trainer::LockOutDir() {
+  absl::Status locked;
+  if (comm_->rank() == 0) {
+    absl::StatusOr<OutDirLock> lock = OutDirLock::Acquire(config_.out_dir());
+    if (lock.ok())
+      out_dir_lock_.emplace(std::move(*lock));
+    else
+      locked = lock.status();
   }
+  return AgreeOnStatus(*comm_, locked);
+}
+
+absl::Status Trainer::ResumeOrInitialize() {
+  absl::StatusOr<std::string> usable =
+      NewestUsableCheckpoint(config_.out_dir(), model_->layout(), config_.mode(), *comm_);
+  if (!usable.ok()) return usable.status();
+  if (!usable->empty())
+    if (absl::Status st = Resume(*usable); !st.ok()) return st;
   std::optional<uint64_t> init_seed;
-  const bool init_from = t->resumed_from_.empty() && !config.init_from().empty();
-  if (init_from && config.mode() != FSDP) {
+  const bool init_from = resumed_from_.empty() && !config_.init_from().empty();
+  if (init_from && config_.mode() != FSDP) {
     // A new stage: weights only; the optimizer, step and data start fresh.
-    absl::Status st = LoadModelWeights(config.init_from(), t->model_.get());
+    absl::Status st = LoadModelWeights(config_.init_from(), model_.get());
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("init_from: ", st.message()));
-    LOG(INFO) << "initialised weights from " << config.init_from();
-  } else if (t->resumed_from_.empty() && !init_from) {
-    init_seed = config.seed();  // InstallParallelStrategy initialises (FSDP: each rank only its shards)
+    LOG(INFO) << "initialised weights from " << config_.init_from();
+  } else if (resumed_from_.empty() && !init_from) {
+    init_seed = config_.seed();  // the strategy initialises (FSDP: each rank only its shards)
   }
-  // FSDP reads its parameter shards from the checkpoint after the strategy
-  // is installed: the full buffers are never filled.
-  if (config.mode() == FSDP && (init_from || !t->resumed_from_.empty()))
-    for (int b = 0; b < t->model_->layout().num_buffers(); ++b) t->model_->params().Release(b);
-  // Data-parallel mode (DDP on one process: nothing changes).
-  if (absl::Status st = InstallParallelStrategy(config, t->model_.get(), t->comm_.get(), &t->optimizer_,
-                                                &t->gradient_sync_, &t->update_, &t->strategy_, init_seed);
-      !st.ok())
-    return st;
-  if (t->strategy_ != nullptr && (init_from || !t->resumed_from_.empty()))
-    if (absl::Status st = t->LoadShards(init_from ? config.init_from() : t->resumed_from_, init_from); !st.ok())
-      return st;
-  t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
-                                               t->gradient_sync_.get(), t->update_.get(),
-                                               NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()});
-  if (t->comm_->rank() == 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(config.out_dir(), ec);
-    if (ec) return absl::UnavailableError(absl::StrCat("out_dir: cannot create ", config.out_dir(), ": ", ec.message()));
-    absl::StatusOr<MetricsWriter> m = MetricsWriter::Open(config.out_dir() + "/metrics.jsonl");
-    if (!m.ok()) return m.status();
-    t->metrics_.emplace(std::move(*m));
-  }
-  t->RegisterHooks();
-  return t;
+  // FSDP reads its parameter shards from the checkpoint after Setup: the
+  // full buffers are never filled.
+  if (config_.mode() == FSDP && (init_from || !resumed_from_.empty()))
+    for (int b = 0; b < model_->layout().num_buffers(); ++b) model_->params().Release(b);
+  if (absl::Status st = strategy_->Setup(init_seed); !st.ok()) return st;
+  if (strategy_->sharded() && (init_from || !resumed_from_.empty()))
+    if (absl::Status st = LoadShards(init_from ? config_.init_from() : resumed_from_, init_from); !st.ok()) return st;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::OpenMetrics() {
+  if (comm_->rank() != 0) return absl::OkStatus();
+  std::error_code ec;
+  std::filesystem::create_directories(config_.out_dir(), ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("out_dir: cannot create ", config_.out_dir(), ": ", ec.message()));
+  absl::StatusOr<MetricsWriter> m = MetricsWriter::Open(config_.out_dir() + "/metrics.jsonl");
+  if (!m.ok()) return m.status();
+  metrics_.emplace(std::move(*m));
+  return absl::OkStatus();
 }
 
 // Registration order is call order within each event; it keeps the stdout
@@ -299,31 +175,23 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
 void Trainer::RegisterHooks() {
   hooks_.push_back(std::make_unique<MetricsHook>());
   hooks_.push_back(std::make_unique<PositionFrequencyHook>());
-  if (has_eval_) hooks_.push_back(std::make_unique<EvalHook>(tokens_.get()));
+  if (data_.has_eval) hooks_.push_back(std::make_unique<EvalHook>(data_.tokens.get()));
   // ZERO1/FSDP: full parameters on every rank around the probe (a save gathers nothing).
-  if (strategy_) hooks_.push_back(std::make_unique<GatherFullStateHook>(strategy_.get()));
+  if (strategy_->sharded()) hooks_.push_back(std::make_unique<GatherFullStateHook>(strategy_.get()));
   if (probe_hook_ != nullptr) hooks_.push_back(std::move(probe_hook_));
   // ZERO1/FSDP: every rank writes its own shards (train/checkpoint/sharded_save.h).
   CheckpointHook::ShardSource shards;
-  if (strategy_) shards = [s = strategy_.get()] { return s->checkpoint_shards(); };
-  hooks_.push_back(std::make_unique<CheckpointHook>(tokenizer_->bos_id(), tokenizer_->eos_id(), std::move(shards)));
-  if (strategy_) hooks_.push_back(std::make_unique<ReleaseFullStateHook>(strategy_.get()));
+  if (strategy_->sharded()) shards = [s = strategy_.get()] { return s->checkpoint_shards(); };
+  hooks_.push_back(
+      std::make_unique<CheckpointHook>(data_.tokenizer->bos_id(), data_.tokenizer->eos_id(), std::move(shards)));
+  if (strategy_->sharded()) hooks_.push_back(std::make_unique<ReleaseFullStateHook>(strategy_.get()));
   hooks_.push_back(std::make_unique<TensorBoardHook>());  // last: follows what the others wrote to metrics.jsonl
 }
 
-absl::Status Trainer::Resume(const std::string& dir) {
-  absl::StatusOr<TrainConfig> saved = LoadCheckpointConfig(dir);
-  if (!saved.ok()) return saved.status();
-  absl::StatusOr<ModelDims> saved_dims = ResolveModelConfig(saved->model());
-  if (!saved_dims.ok()) return saved_dims.status();
-  if (!(*saved_dims == dims_))
-    return absl::FailedPreconditionError(absl::StrCat(
-        dir, ": this checkpoint was trained with a different model config; use a new out_dir or the same model"));
-  absl::StatusOr<nlohmann::json> state = LoadTrainerState(dir);
-  if (!state.ok()) return state.status();
+absl::Status Trainer::CheckResumable(const std::string& dir, const TrainConfig& saved, const nlohmann::json& state) {
   const std::string state_path = absl::StrCat(dir, "/", kTrainerStateFile);
   // The data cursor only means "the next batch" under the same packing settings.
-  const DataConfig &a = saved->data(), &b = config_.data();
+  const DataConfig &a = saved.data(), &b = config_.data();
   if (a.seq_len() != b.seq_len() || a.batch_size() != b.batch_size() || a.document_mask() != b.document_mask() ||
       a.shuffle_seed() != b.shuffle_seed() || a.eval_fraction() != b.eval_fraction())
     return absl::FailedPreconditionError(absl::StrCat(
@@ -331,12 +199,12 @@ absl::Status Trainer::Resume(const std::string& dir) {
              "checkpoint's; exact resume needs the same packing (use a new out_dir to start over)"));
   // SFT: the schedule cursor only means "the next step" under the same schedule
   // (the .lsft path may move; its size is checked with the cursor below).
-  if (IsSftConfig(*saved) != IsSftConfig(config_))
+  if (IsSftConfig(saved) != IsSftConfig(config_))
     return absl::FailedPreconditionError(absl::StrCat(
         dir, IsSftConfig(config_) ? ": this checkpoint is a pretraining run's; start SFT in a new out_dir with init_from"
                                   : ": this checkpoint is an SFT run's (data.sft.path); resume it with its data.sft"));
   if (IsSftConfig(config_)) {
-    absl::StatusOr<SftScheduleOptions> sa = SftScheduleOptionsFor(*saved), sb = SftScheduleOptionsFor(config_);
+    absl::StatusOr<SftScheduleOptions> sa = SftScheduleOptionsFor(saved), sb = SftScheduleOptionsFor(config_);
     if (!sa.ok()) return absl::DataLossError(absl::StrCat(dir, ": its config's ", sa.status().message()));
     if (!sb.ok()) return sb.status();
     if (sa->seq_lens != sb->seq_lens || sa->counts != sb->counts || sa->tokens_per_batch != sb->tokens_per_batch ||
@@ -350,20 +218,20 @@ absl::Status Trainer::Resume(const std::string& dir) {
   // step = batch_size x grad_accum x world) is the same: every rank draws the
   // whole global batch from the one packer cursor, so no row is repeated or skipped.
   int64_t saved_world = 1;
-  if (state->contains("world_size")) {
-    if (!(*state)["world_size"].is_number_integer() || (*state)["world_size"].get<int64_t>() < 1)
-      return absl::DataLossError(absl::StrCat(state_path, ": field \"world_size\" is ", (*state)["world_size"].dump(),
+  if (state.contains("world_size")) {
+    if (!state.at("world_size").is_number_integer() || state.at("world_size").get<int64_t>() < 1)
+      return absl::DataLossError(absl::StrCat(state_path, ": field \"world_size\" is ", state.at("world_size").dump(),
                                               ", not a positive integer"));
-    saved_world = (*state)["world_size"].get<int64_t>();
+    saved_world = state.at("world_size").get<int64_t>();
   }
   const int64_t world = comm_->world_size();
-  const int64_t saved_global = int64_t{a.batch_size()} * saved->grad_accum() * saved_world;
+  const int64_t saved_global = int64_t{a.batch_size()} * saved.grad_accum() * saved_world;
   const int64_t global = int64_t{b.batch_size()} * config_.grad_accum() * world;
   if (saved_global != global && !IsSftConfig(config_)) {  // SFT: rows per step come from data.sft alone
     const int64_t per = int64_t{b.batch_size()} * world;
     return absl::FailedPreconditionError(absl::StrCat(
         dir, ": the checkpoint's global batch is ", saved_global, " rows per step (batch_size ", a.batch_size(),
-        " x grad_accum ", saved->grad_accum(), " x world ", saved_world, "), this run's ", global, " (batch_size ",
+        " x grad_accum ", saved.grad_accum(), " x world ", saved_world, "), this run's ", global, " (batch_size ",
         b.batch_size(), " x grad_accum ", config_.grad_accum(), " x world ", world, "); ",
         saved_global % per == 0
             ? absl::StrCat("use --grad_accum=", saved_global / per, " on ", world, " ranks")
@@ -372,45 +240,63 @@ absl::Status Trainer::Resume(const std::string& dir) {
                            saved_global / b.batch_size())));
   }
   {
-    const int64_t step = (*state)["step"].get<int64_t>();
-    if (state->contains("tokens_seen") && !IsSftConfig(config_) &&
-        (*state)["tokens_seen"].get<int64_t>() != step * saved_global * int64_t{a.seq_len()})
+    const int64_t step = state.at("step").get<int64_t>();
+    if (state.contains("tokens_seen") && !IsSftConfig(config_) &&
+        state.at("tokens_seen").get<int64_t>() != step * saved_global * int64_t{a.seq_len()})
       return absl::DataLossError(absl::StrCat(state_path, ": field \"step\" (", step, ") and \"tokens_seen\" (",
-                                              (*state)["tokens_seen"].get<int64_t>(), ") disagree: ", step,
+                                              state.at("tokens_seen").get<int64_t>(), ") disagree: ", step,
                                               " steps of ", saved_global, " rows of ", a.seq_len(), " tokens are ",
                                               step * saved_global * int64_t{a.seq_len()}));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Resume(const std::string& dir) {
+  absl::StatusOr<TrainConfig> saved = LoadCheckpointConfig(dir);
+  if (!saved.ok()) return saved.status();
+  absl::StatusOr<ModelDims> saved_dims = ResolveModelConfig(saved->model());
+  if (!saved_dims.ok()) return saved_dims.status();
+  if (!(*saved_dims == dims_))
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": this checkpoint was trained with a different model config; use a new out_dir or the same model"));
+  absl::StatusOr<nlohmann::json> state = LoadTrainerState(dir);
+  if (!state.ok()) return state.status();
+  if (absl::Status st = CheckResumable(dir, *saved, *state); !st.ok()) return st;
+  const std::string state_path = absl::StrCat(dir, "/", kTrainerStateFile);
+  const int64_t saved_world = state->contains("world_size") ? (*state)["world_size"].get<int64_t>() : 1;
+  const int64_t world = comm_->world_size();
   // The files were verified by every rank (Create). DDP reads the full
   // parameters and moments, ZeRO-1 the full parameters; ZeRO-1's moments and
   // FSDP's parameters and moments are read per rank, only its own range,
-  // once the strategy is installed (LoadShards). Any layout, any saved world.
+  // after the strategy's Setup (LoadShards). Any layout, any saved world.
   absl::Status st;
   if (config_.mode() != FSDP) st = LoadModelWeights(dir, model_.get(), /*verify=*/false);
-  if (st.ok() && optimizer_ != nullptr) st = LoadOptimizerState(dir, optimizer_.get(), /*verify=*/false);
+  if (st.ok() && !strategy_->sharded())
+    st = LoadOptimizerState(dir, strategy_->replicated_optimizer(), /*verify=*/false);
   if (!st.ok()) return st;
   try {
-    if (state->contains("data_docs") && (state->at("data_docs").get<int64_t>() != tokens_->n_docs() ||
-                                         state->at("data_tokens").get<int64_t>() != tokens_->n_tokens()))
+    if (state->contains("data_docs") && (state->at("data_docs").get<int64_t>() != data_.tokens->n_docs() ||
+                                         state->at("data_tokens").get<int64_t>() != data_.tokens->n_tokens()))
       return absl::FailedPreconditionError(absl::StrCat(
           dir, ": the checkpoint's data had ", state->at("data_docs").get<int64_t>(), " documents and ",
-          state->at("data_tokens").get<int64_t>(), " tokens; ", tokens_->source_name(), " has ", tokens_->n_docs(),
-          " and ", tokens_->n_tokens(), ", so its data cursor does not apply"));
+          state->at("data_tokens").get<int64_t>(), " tokens; ", data_.tokens->source_name(), " has ", data_.tokens->n_docs(),
+          " and ", data_.tokens->n_tokens(), ", so its data cursor does not apply"));
     step_ = state->at("step").get<int64_t>();
     tokens_seen_ = state->at("tokens_seen").get<int64_t>();
     absl::StatusOr<PackerCursor> cursor = PackerCursorFromJson(state->at("packer_cursor"));
     if (!cursor.ok()) return cursor.status();
-    st = train_packer_->Seek(*cursor);
+    st = data_.train_packer->Seek(*cursor);
     if (!st.ok()) return st;
-    if (sft_schedule_ != nullptr) {
-      if (state->at("sft_examples").get<int64_t>() != sft_data_->n_examples() ||
-          state->at("sft_tokens").get<int64_t>() != sft_data_->n_tokens())
+    if (data_.sft_schedule != nullptr) {
+      if (state->at("sft_examples").get<int64_t>() != data_.sft_data->n_examples() ||
+          state->at("sft_tokens").get<int64_t>() != data_.sft_data->n_tokens())
         return absl::FailedPreconditionError(absl::StrCat(
             dir, ": the checkpoint's SFT data had ", state->at("sft_examples").get<int64_t>(), " examples and ",
             state->at("sft_tokens").get<int64_t>(), " tokens; ", SftDataFile(config_), " has ",
-            sft_data_->n_examples(), " and ", sft_data_->n_tokens(), ", so its schedule cursor does not apply"));
+            data_.sft_data->n_examples(), " and ", data_.sft_data->n_tokens(), ", so its schedule cursor does not apply"));
       absl::StatusOr<SftScheduleCursor> sc = SftScheduleCursorFromJson(state->at("sft_cursor"));
       if (!sc.ok()) return absl::DataLossError(absl::StrCat(state_path, ": ", sc.status().message()));
-      if (st = sft_schedule_->Seek(*sc); !st.ok())
+      if (st = data_.sft_schedule->Seek(*sc); !st.ok())
         return absl::DataLossError(absl::StrCat(state_path, ": sft_cursor: ", st.message()));
       absl::StatusOr<SftScheduleCursor> last = SftScheduleCursorFromJson(state->at("sft_last_step_cursor"));
       if (!last.ok()) return absl::DataLossError(absl::StrCat(state_path, ": ", last.status().message()));
@@ -426,7 +312,7 @@ absl::Status Trainer::Resume(const std::string& dir) {
       return absl::FailedPreconditionError(absl::StrCat(dir, ": position counters for max_len ", pf->max_len()));
     *posfreq_ = std::move(*pf);
   }
-  if (optimizer_ != nullptr) optimizer_->set_step(step_);
+  if (!strategy_->sharded()) strategy_->set_optimizer_step(step_);
   resumed_from_ = dir;
   resumed_state_ = *state;
   LOG(INFO) << "resumed from " << dir << " at step " << step_
@@ -458,22 +344,65 @@ nlohmann::json Trainer::StateJson(const PackerCursor& last_batch_cursor) const {
   j["step"] = step_;
   j["tokens_seen"] = tokens_seen_;
   j["seed"] = config_.seed();
-  j["packer_cursor"] = PackerCursorToJson(train_packer_->cursor());
+  j["packer_cursor"] = PackerCursorToJson(data_.train_packer->cursor());
   j["last_batch_cursor"] = PackerCursorToJson(last_batch_cursor);
   j["last_loss"] = last_loss_;
   j["lr"] = last_lr_;
   j["world_size"] = comm_->world_size();
   j["position_frequency"] = posfreq_->ToJson();
-  j["data_docs"] = tokens_->n_docs();
-  j["data_tokens"] = tokens_->n_tokens();
-  if (sft_schedule_ != nullptr) {
+  j["data_docs"] = data_.tokens->n_docs();
+  j["data_tokens"] = data_.tokens->n_tokens();
+  if (data_.sft_schedule != nullptr) {
     // SFT: the schedule's next step, where the last step's batch started, and the data it indexes.
-    j["sft_cursor"] = SftScheduleCursorToJson(sft_schedule_->cursor());
+    j["sft_cursor"] = SftScheduleCursorToJson(data_.sft_schedule->cursor());
     j["sft_last_step_cursor"] = SftScheduleCursorToJson(batches_->sft_last_step_cursor());
-    j["sft_examples"] = sft_data_->n_examples();
-    j["sft_tokens"] = sft_data_->n_tokens();
+    j["sft_examples"] = data_.sft_data->n_examples();
+    j["sft_tokens"] = data_.sft_data->n_tokens();
   }
   return j;
+}
+
+void Trainer::PrintRunBanner() const {
+  std::printf(
+      "longctx train: %s | %s | %d layers [%s] | %lld params | seq %d x batch %d x accum %d x world %d (%s)\n",
+        dims_.name.c_str(), backend_->name().c_str(), dims_.layers, LayerKindsString(dims_.kinds).c_str(),
+        static_cast<long long>(model_->layout().total()), config_.data().seq_len(), config_.data().batch_size(),
+        config_.grad_accum(), comm_->world_size(), comm_->name().c_str());
+  if (data_.sft_schedule != nullptr)
+    std::printf("SFT: %s, %lld examples (%lld tokens, %lld with loss) from %s; seq/batch above are eval's\n",
+                SftScheduleSummary(data_.sft_schedule->options()).c_str(),
+                static_cast<long long>(data_.sft_data->n_examples()), static_cast<long long>(data_.sft_data->n_tokens()),
+                static_cast<long long>(data_.sft_data->n_loss_tokens()), SftDataFile(config_).c_str());
+  if (data_.retrieval != nullptr)
+    std::printf("retrieval rows: %.1f%% of rows, '%s' format, loss on %s, curriculum \"%s\"\n",
+                100.0 * config_.data().retrieval_fraction(), data_.retrieval->options().format.name.c_str(),
+                config_.data().retrieval_loss().c_str(),
+                config_.data().retrieval_curriculum().empty()
+                    ? absl::StrCat("0:", config_.data().retrieval_needles(), ":0").c_str()
+                    : config_.data().retrieval_curriculum().c_str());
+}
+
+absl::Status Trainer::ReportSkippedStep(const StepResult& r, int consecutive_skips, const std::string& last_checkpoint) {
+  const int64_t step = r.step;
+  if (comm_->rank() == 0) {
+    std::printf("step %6lld: non-finite loss or gradient on %d of %d ranks (loss %g); step skipped "
+                "(%d in a row, %lld in this run)\n",
+                static_cast<long long>(step), r.ranks_nonfinite, comm_->world_size(), r.loss, consecutive_skips,
+                static_cast<long long>(nonfinite_skips_));
+    std::fflush(stdout);
+    if (metrics_) {
+      nlohmann::json ev = {{"kind", "nonfinite_skip"}, {"step", step}, {"ranks", r.ranks_nonfinite},
+                           {"consecutive", consecutive_skips}, {"skipped_this_run", nonfinite_skips_}};
+      if (absl::Status st = metrics_->Write(ev); !st.ok()) return st;
+    }
+  }
+  if (consecutive_skips > config_.max_consecutive_nonfinite_skips())
+    return absl::InternalError(absl::StrFormat(
+        "step %d: %d consecutive steps with a non-finite loss or gradient skipped (max_consecutive_nonfinite_skips "
+        "= %d); stopping (last checkpoint: %s)",
+        step, consecutive_skips, config_.max_consecutive_nonfinite_skips(),
+        last_checkpoint.empty() ? "none from this run" : last_checkpoint));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
@@ -509,7 +438,7 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   ctx.dims = &dims_;
   ctx.backend = backend_.get();
   ctx.model = model_.get();
-  ctx.optimizer = optimizer_.get();
+  ctx.optimizer = strategy_->replicated_optimizer();  // null when sharded: the hooks gather it
   ctx.device_batch = device_batch_.get();
   ctx.metrics = metrics_ ? &*metrics_ : nullptr;
   ctx.posfreq = posfreq_.get();
@@ -526,24 +455,7 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     return absl::OkStatus();
   };
 
-  if (rank == 0)
-    std::printf(
-        "longctx train: %s | %s | %d layers [%s] | %lld params | seq %d x batch %d x accum %d x world %d (%s)\n",
-        dims_.name.c_str(), backend_->name().c_str(), dims_.layers, LayerKindsString(dims_.kinds).c_str(),
-        static_cast<long long>(model_->layout().total()), config_.data().seq_len(), config_.data().batch_size(),
-        accum, world, comm_->name().c_str());
-  if (rank == 0 && sft_schedule_ != nullptr)
-    std::printf("SFT: %s, %lld examples (%lld tokens, %lld with loss) from %s; seq/batch above are eval's\n",
-                SftScheduleSummary(sft_schedule_->options()).c_str(),
-                static_cast<long long>(sft_data_->n_examples()), static_cast<long long>(sft_data_->n_tokens()),
-                static_cast<long long>(sft_data_->n_loss_tokens()), SftDataFile(config_).c_str());
-  if (rank == 0 && retrieval_ != nullptr)
-    std::printf("retrieval rows: %.1f%% of rows, '%s' format, loss on %s, curriculum \"%s\"\n",
-                100.0 * config_.data().retrieval_fraction(), retrieval_->options().format.name.c_str(),
-                config_.data().retrieval_loss().c_str(),
-                config_.data().retrieval_curriculum().empty()
-                    ? absl::StrCat("0:", config_.data().retrieval_needles(), ":0").c_str()
-                    : config_.data().retrieval_curriculum().c_str());
+  if (rank == 0) PrintRunBanner();
   if (absl::Status st = each_hook([&](Hook& h) { return h.OnRunStart(ctx); }); !st.ok()) return st;
   // SIGTERM / SIGUSR1 from here on: finish the step, save, stop (train/preemption.h).
   InstallPreemptionHandlers();
@@ -560,25 +472,7 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     if (!r.ok()) return r.status();
     if (r->skipped) {  // every rank alike (train_step.h); the step number does not advance
       ++nonfinite_skips_;
-      ++consecutive_skips;
-      if (rank == 0) {
-        std::printf("step %6lld: non-finite loss or gradient on %d of %d ranks (loss %g); step skipped "
-                    "(%d in a row, %lld in this run)\n",
-                    static_cast<long long>(next), r->ranks_nonfinite, world, r->loss, consecutive_skips,
-                    static_cast<long long>(nonfinite_skips_));
-        std::fflush(stdout);
-        if (metrics_) {
-          nlohmann::json ev = {{"kind", "nonfinite_skip"}, {"step", next}, {"ranks", r->ranks_nonfinite},
-                               {"consecutive", consecutive_skips}, {"skipped_this_run", nonfinite_skips_}};
-          if (absl::Status st = metrics_->Write(ev); !st.ok()) return st;
-        }
-      }
-      if (consecutive_skips > config_.max_consecutive_nonfinite_skips())
-        return absl::InternalError(absl::StrFormat(
-            "step %d: %d consecutive steps with a non-finite loss or gradient skipped (max_consecutive_nonfinite_skips "
-            "= %d); stopping (last checkpoint: %s)",
-            next, consecutive_skips, config_.max_consecutive_nonfinite_skips(),
-            ctx.last_checkpoint.empty() ? "none from this run" : ctx.last_checkpoint));
+      if (absl::Status st = ReportSkippedStep(*r, ++consecutive_skips, ctx.last_checkpoint); !st.ok()) return st;
       continue;
     }
     consecutive_skips = 0;

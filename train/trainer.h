@@ -17,23 +17,17 @@
 #include "absl/status/statusor.h"
 #include "data/packer.h"
 #include "data/position_frequency.h"
-#include "data/retrieval_task_mixer.h"
-#include "data/sft_schedule.h"
-#include "data/sft_token_file.h"
-#include "data/token_dataset.h"
-#include "data/tokenizer.h"
 #include "kernels/backend.h"
 #include "launch/communicator.h"
 #include "model/config.h"
-#include "model/plan.h"
 #include "model/transformer.h"
-#include "optim/adamw.h"
 #include "train/batch_source.h"
 #include "train/checkpoint/out_dir_lock.h"
 #include "train/device_batch.h"
 #include "train/hooks/hook.h"
 #include "train/parallel/parallel_strategy.h"
 #include "train/report/metrics.h"
+#include "train/setup/training_data.h"
 #include "train/train.pb.h"
 #include "train/train_step.h"
 
@@ -66,78 +60,59 @@ class Trainer {
 
  private:
   Trainer() = default;
-  absl::Status Resume(const std::string& checkpoint_dir);
-  // ZERO1/FSDP, after the strategy is installed: this rank's ranges from DIR
+  // The steps of Create, in order.
+  absl::Status MakeBackend();
+  absl::Status MakeModel();
+  absl::Status MakeBatchSource();
+  absl::Status LockOutDir();
+  // Resume from the newest usable checkpoint in out_dir, or initialise
+  // (init_from or the seed); then the strategy takes the parameters.
+  absl::Status ResumeOrInitialize();
+  absl::Status OpenMetrics();
+  // Resume: whether DIR's config and trainer state can continue this run,
+  // then its weights, moments, cursors and counters.
+  absl::Status CheckResumable(const std::string& dir, const TrainConfig& saved, const nlohmann::json& state);
+  absl::Status Resume(const std::string& dir);
+  // ZERO1/FSDP, after the strategy's Setup: this rank's ranges from DIR
   // (resume: moments, and FSDP's parameters; init_from: FSDP's parameters).
   absl::Status LoadShards(const std::string& dir, bool init_from);
   nlohmann::json StateJson(const PackerCursor& last_batch_cursor) const;
   void RegisterHooks();
+  void PrintRunBanner() const;
+  // A skipped step (skip_nonfinite): the line and metrics event; an error
+  // past max_consecutive_nonfinite_skips.
+  absl::Status ReportSkippedStep(const StepResult& r, int consecutive_skips, const std::string& last_checkpoint);
 
   TrainConfig config_;
   ModelDims dims_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<TokenDataset> tokens_;
-  std::unique_ptr<Packer> train_packer_;
-  std::unique_ptr<Transformer> model_;
-  std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<DeviceBatch> device_batch_;
-  std::optional<MetricsWriter> metrics_;
-  int64_t step_ = 0;
-  int64_t tokens_seen_ = 0;
-  // The checkpoint Create resumed from ("" for a fresh run) and its trainer state.
-  // Rank 0: this job's exclusive hold on out_dir (train/checkpoint/out_dir_lock.h).
-  std::optional<OutDirLock> out_dir_lock_;
-  std::string resumed_from_;
-  nlohmann::json resumed_state_;
-  double last_loss_ = 0;
-  double last_lr_ = 0;
-  int preempted_signal_ = 0;
-  int64_t nonfinite_skips_ = 0;  // steps skipped this run (skip_nonfinite)
-  bool has_eval_ = true;  // false when the eval split has no documents
+  TrainingInputs data_;  // tokenizer, tokens, packers, retrieval rows, SFT examples (train/setup)
   std::unique_ptr<PositionFrequency> posfreq_;  // pairs per distance, all steps and ranks
-  // Retrieval rows mixed into training (null when data.retrieval_fraction is 0).
-  std::unique_ptr<RetrievalMixer> retrieval_;
   std::unique_ptr<BatchSource> batches_;
-  // Supervised fine-tuning (data.sft; null otherwise): the examples and the
-  // length schedule the batch source draws every step from.
-  std::unique_ptr<SftDataset> sft_data_;
-  std::unique_ptr<SftSchedule> sft_schedule_;
-  // The parallel strategy's seams (train_step.h): all-reduce + AdamW today.
-  std::unique_ptr<GradientSync> gradient_sync_;
-  std::unique_ptr<ParamUpdate> update_;
+  std::unique_ptr<Transformer> model_;
+  // Every mode's gradient sum and update (train/parallel). Declared after
+  // model_ so it is destroyed first (FSDP is the model's residency hook).
+  std::unique_ptr<ParallelStrategy> strategy_;
+  std::unique_ptr<DeviceBatch> device_batch_;
   std::unique_ptr<TrainStep> train_step_;
   // The periodic probe's hook is made in Create (it validates the settings
   // then); registered with the others.
   std::unique_ptr<Hook> probe_hook_;
   std::vector<std::unique_ptr<Hook>> hooks_;
-  // ZERO1/FSDP (train/parallel); null for DDP. Declared after model_ so it is
-  // destroyed first (FSDP is the model's residency hook).
-  std::unique_ptr<ParallelStrategy> strategy_;
+  std::optional<MetricsWriter> metrics_;
+  // Rank 0: this job's exclusive hold on out_dir (train/checkpoint/out_dir_lock.h).
+  std::optional<OutDirLock> out_dir_lock_;
+  // The checkpoint Create resumed from ("" for a fresh run) and its trainer state.
+  std::string resumed_from_;
+  nlohmann::json resumed_state_;
+  int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
+  double last_loss_ = 0;
+  double last_lr_ = 0;
+  int preempted_signal_ = 0;
+  int64_t nonfinite_skips_ = 0;  // steps skipped this run (skip_nonfinite)
 };
-
-// The backend options a config asks for: its thread count (`threads`) on top
-// of `options` (the GEMM library choices; `longctx bench` flags set them).
-BackendOptions BackendOptionsFor(const TrainConfig& config, BackendOptions options = {});
-// The config's backend made with BackendOptionsFor(config, options) and set to
-// its precision; errors name `backend` or `precision`.
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForConfig(const TrainConfig& config,
-                                                              const BackendOptions& options = {});
-// The config's `precision` as the backend's matmul precision
-// (Backend::SetMatmulPrecision); the error names `precision` and the backend.
-absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend);
-// The operand copies the config's bf16 products keep (model/plan.h, for the
-// memory plan and check): none for fp32 products or off the CPU backend,
-// else those of the library the CPU backend runs them on here
-// (kernels/backend.h, CpuBf16GemmLibrary).
-Bf16Operands Bf16OperandsFor(const TrainConfig& config);
-
-// Loss evaluation packer over the config's eval split, from its start.
-absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const DocumentSource* tokens);
-absl::StatusOr<std::unique_ptr<Packer>> MakeTrainPacker(const TrainConfig& config, const DocumentSource* tokens);
-// data.path: one .ltok file or a directory of them (`longctx data tokenize` output).
-absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(const TrainConfig& config);
 
 }  // namespace longctx
 

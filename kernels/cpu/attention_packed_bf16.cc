@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_driver.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/online_softmax.h"
 
 #if defined(__x86_64__)

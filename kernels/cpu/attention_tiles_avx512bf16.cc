@@ -28,7 +28,7 @@
 
 #include "kernels/cpu/amx_bf16.h"
 #include "kernels/cpu/attention_tiles.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 #if defined(__x86_64__)
 // GCC 12's false "may be used uninitialized" in the intrinsics (see the AVX-512 file).

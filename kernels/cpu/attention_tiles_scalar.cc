@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/attention_tiles.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/online_softmax.h"
 
 namespace longctx::cpu {

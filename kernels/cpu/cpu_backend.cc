@@ -18,7 +18,7 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/huge_pages.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 namespace {

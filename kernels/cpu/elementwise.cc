@@ -16,7 +16,7 @@
 #include "kernels/cpu/bf16_output.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/dispatch.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/adamw.h"
 #include "kernels/math/bf16.h"
 #include "kernels/math/swiglu.h"

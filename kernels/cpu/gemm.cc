@@ -13,7 +13,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx::cpu {
 const char* OpenBlasCoreName() { return openblas_get_corename(); }

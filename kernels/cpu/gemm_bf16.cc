@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/huge_pages.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/bf16.h"
 
 namespace longctx::cpu {

@@ -16,7 +16,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx::cpu {
 namespace {

@@ -11,7 +11,7 @@
 #include "kernels/cpu/bf16_output.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/dispatch.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/rmsnorm.h"
 
 namespace longctx::cpu {

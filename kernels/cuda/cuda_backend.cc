@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 namespace cuda {

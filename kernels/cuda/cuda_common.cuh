@@ -14,7 +14,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/math/bf16.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/tensor.h"
 #include "kernels/tensor_layout.h"
 

@@ -1,14 +1,14 @@
 // Why: a TrainConfig file is the one input every command reads first; any
 // text must come back as a parse or validation error naming a place, never a
 // crash, and a config that validates must give a memory verdict without
-// overflowing (train/memory_check.h runs on it before anything is allocated).
+// overflowing (train/setup/memory_check.h runs on it before anything is allocated).
 #include <cstdint>
 #include <string>
 
 #include "model/config.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "train/config_loader.h"
-#include "train/memory_check.h"
+#include "train/setup/memory_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -25,7 +25,7 @@
 #include "kernels/cpu/attention_driver.h"
 #include "kernels/cpu/attention_packed_bf16.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/online_softmax.h"
 #include "kernels/ops.h"
 #include "tests/support/attention_fixture.h"

@@ -1,11 +1,11 @@
 // Why: `longctx` blocks SIGTERM and SIGUSR1 in every thread (train/preemption.h),
 // and a popen() child inherits that blocked mask, so it would ignore SIGTERM.
-// RunShellCommand (kernels/subprocess.h) must start children with an empty mask
+// RunShellCommand (base/subprocess.h) must start children with an empty mask
 // and SIGTERM/SIGUSR1 at their default action, while capturing stdout and
 // reporting exit statuses as popen did. The mask test blocks SIGTERM here as
 // main() does and checks the child's /proc/self/status; popen in the same
 // state is the control showing the block is real (SIGTERM's bit, 0x4000, set).
-#include "kernels/subprocess.h"
+#include "base/subprocess.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

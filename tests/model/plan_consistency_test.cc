@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"

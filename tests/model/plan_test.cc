@@ -8,7 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "train/config_loader.h"
 
 namespace longctx {

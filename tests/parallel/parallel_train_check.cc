@@ -33,6 +33,8 @@
 #include "train/parallel/collectives.h"
 #include "train/parallel/parallel_strategy.h"
 #include "train/parallel/rank_threads.h"
+#include "train/setup/backend_for_config.h"
+#include "train/setup/config_options.h"
 #include "train/trainer.h"
 
 namespace longctx {

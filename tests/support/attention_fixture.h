@@ -18,7 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/ops.h"
 #include "tests/support/naive_attention.h"
 #include "tests/support/op_test_util.h"

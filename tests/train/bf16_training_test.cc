@@ -18,6 +18,8 @@
 #include "tests/support/test_util.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
+#include "train/setup/backend_for_config.h"
+#include "train/setup/config_options.h"
 #include "train/trainer.h"
 
 namespace longctx {

@@ -20,6 +20,8 @@
 #include "train/config_loader.h"
 #include "train/hooks/eval_hook.h"
 #include "train/hooks/hook.h"
+#include "train/setup/backend_for_config.h"
+#include "train/setup/config_options.h"
 #include "train/trainer.h"
 
 namespace longctx {

@@ -4,7 +4,7 @@
 // without end (num_layers 1e8) must come back as one error with the numbers
 // and the field to change, before anything is allocated — and a config that
 // fits must still pass.
-#include "train/memory_check.h"
+#include "train/setup/memory_check.h"
 
 #include <filesystem>
 #include <fstream>
@@ -15,7 +15,7 @@
 #include "model/plan.h"
 #include "tests/support/test_util.h"
 #include "train/checkpoint/checkpoint.h"
-#include "train/checkpoint/loaded_checkpoint.h"
+#include "train/setup/loaded_checkpoint.h"
 #include "train/config_loader.h"
 
 namespace longctx {

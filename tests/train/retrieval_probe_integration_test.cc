@@ -19,7 +19,9 @@
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 #include "train/config_loader.h"
-#include "train/probe/niah_probe_config.h"
+#include "train/setup/niah_probe_config.h"
+#include "train/setup/backend_for_config.h"
+#include "train/setup/config_options.h"
 #include "train/trainer.h"
 
 namespace longctx {

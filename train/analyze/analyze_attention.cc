@@ -13,7 +13,7 @@
 #include "data/tokenizer.h"
 #include "model/attention_analysis.h"
 #include "model/inference.h"
-#include "train/checkpoint/loaded_checkpoint.h"
+#include "train/setup/loaded_checkpoint.h"
 #include "train/report/progress.h"
 
 namespace longctx {

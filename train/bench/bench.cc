@@ -27,19 +27,19 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/line_vector.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "kernels/math/bf16.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/bench/bench_profile.h"
-#include "train/cli/commands.h"
+#include "base/command_status.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/report/progress.h"
-#include "train/trainer.h"
+#include "train/setup/backend_for_config.h"
 
 namespace longctx {
 namespace {

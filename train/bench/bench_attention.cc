@@ -50,16 +50,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kernels/backend.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"
 #include "train/bench/bench.h"
-#include "train/cli/commands.h"
+#include "base/command_status.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/report/progress.h"
-#include "train/trainer.h"
+#include "train/setup/backend_for_config.h"
 
 namespace longctx {
 namespace {

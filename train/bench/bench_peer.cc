@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "kernels/status_macros.h"
-#include "kernels/subprocess.h"
+#include "base/status_macros.h"
+#include "base/subprocess.h"
 #include "train/bench/bench.h"
 
 namespace longctx {
@@ -91,7 +91,7 @@ absl::Status CheckTorchPeer(const PeerOptions& options) {
   if (!std::filesystem::exists(script))
     return absl::NotFoundError(absl::StrCat("--peer=pytorch: no reference script at ", script,
                                             "; pass --peer_script=PATH (bench/torch_reference.py)"));
-  // Children through RunShellCommand: SIGTERM reaches them (kernels/subprocess.h).
+  // Children through RunShellCommand: SIGTERM reaches them (base/subprocess.h).
   absl::StatusOr<ShellResult> probe =
       RunShellCommand(absl::StrCat(ShellQuote(options.python), " -c 'import torch' >/dev/null 2>&1"));
   if (!probe.ok()) return probe.status();

@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/token_file.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "model/config.h"
 #include "model/hf_config.h"
 #include "train/checkpoint/checkpoint_dir.h"

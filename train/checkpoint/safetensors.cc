@@ -21,7 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors stores little-endian data; longctx assumes a little-endian host");

@@ -19,7 +19,7 @@
 #include "data/tokenizer.h"
 #include "data/token_dataset.h"
 #include "data/tokenize_shards.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/plan.h"
@@ -27,23 +27,19 @@
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/evaluate.h"
-#include "train/checkpoint/loaded_checkpoint.h"
-#include "train/probe/niah_probe_config.h"
+#include "train/setup/loaded_checkpoint.h"
+#include "train/setup/niah_probe_config.h"
 #include "train/probe/niah_probe_model.h"
 #include "train/probe/niah_probe_report.h"
 #include "train/report/png_plot.h"
 #include "train/report/progress.h"
-#include "train/sft_config.h"
+#include "train/setup/sft_config.h"
 #include "train/string_config.h"
 #include "train/preemption.h"
+#include "train/setup/backend_for_config.h"
 #include "train/trainer.h"
 
 namespace longctx {
-int FailCommand(const absl::Status& st) {
-  std::fprintf(stderr, "longctx: error: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
-
 int RunTrainCommand(const std::string& config_path, const std::vector<std::string>& overrides) {
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
   if (!config.ok()) return FailCommand(config.status());
@@ -99,7 +95,7 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
     // weights on the first micro-batch of the last training step.
     absl::StatusOr<nlohmann::json> state = LoadTrainerState(checkpoint);
     if (!state.ok()) return FailCommand(state.status());
-    if (IsSftConfig(*config)) {  // SFT: the step came from the length schedule (train/sft_config.h)
+    if (IsSftConfig(*config)) {  // SFT: the step came from the length schedule (train/setup/sft_config.h)
       absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(config->data().tokenizer());
       if (!tok.ok()) return FailCommand(tok.status());
       absl::StatusOr<PackedBatch> b = SftLastStepFirstMicroBatch(*config, *state, (*tok)->pad_id());
@@ -165,7 +161,7 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
   o.bf16_activations = *bf16_activations;
   o.bf16_products = config->precision() == BF16;
   o.bf16_operands = Bf16OperandsFor(*config);
-  // SFT (data.sft): the schedule's micro-batch with the largest activations (train/sft_config.h).
+  // SFT (data.sft): the schedule's micro-batch with the largest activations (train/setup/sft_config.h).
   if (IsSftConfig(*config)) {
     int64_t best = -1;
     for (const MicroBatchShape& m : TrainingMicroBatchShapes(*config, std::max(1, world))) {

@@ -9,14 +9,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/command_status.h"
 #include "model/layer_attention.h"
 #include "model/sampling.h"
 
 namespace longctx {
-
-// What every command prints on a failed status: "longctx: error: MESSAGE" on
-// stderr. Returns the exit status, 1.
-int FailCommand(const absl::Status& st);
 
 // `longctx train --config FILE [--section.field=value ...]`
 int RunTrainCommand(const std::string& config_path, const std::vector<std::string>& overrides);

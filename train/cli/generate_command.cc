@@ -1,6 +1,6 @@
 // Why: `longctx generate` (commands.h) is the smallest end-to-end use of a
 // checkpoint as a language model: the checkpoint is loaded exactly as eval and
-// probe load it (train/checkpoint/loaded_checkpoint.h), the prompt is encoded with the
+// probe load it (train/setup/loaded_checkpoint.h), the prompt is encoded with the
 // run's own tokenizer, and the continuation is decoded by the KV-cache engine
 // (model/inference.h) with seeded sampling (model/sampling.h), optionally
 // under STRING.
@@ -15,7 +15,7 @@
 #include "model/inference.h"
 #include "model/sampling.h"
 #include "train/cli/commands.h"
-#include "train/checkpoint/loaded_checkpoint.h"
+#include "train/setup/loaded_checkpoint.h"
 #include "train/string_config.h"
 
 namespace longctx {

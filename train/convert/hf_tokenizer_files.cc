@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/tokenizer_files.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 #include "train/checkpoint/checkpoint_dir.h"
 
 namespace longctx {

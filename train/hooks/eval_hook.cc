@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "train/trainer.h"
+#include "train/setup/training_data.h"
 
 namespace longctx {
 

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <string>
 
-#include "train/parallel/collectives.h"
 
 namespace longctx {
 namespace {
@@ -48,9 +47,10 @@ absl::Status MetricsHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
   window_tokens_ += step_tokens;
   window_seq_lens_.push_back(seq_len);
   ++window_steps_;
+  window_comm_seconds_ += e.result.comm_seconds;
   if (step % config.log_every() != 0 && step != total_steps) return absl::OkStatus();
   const auto now = Clock::now();
-  const double comm_s = TakeCommSeconds() / static_cast<double>(window_steps_);  // every rank: the count resets
+  const double comm_s = window_comm_seconds_ / static_cast<double>(window_steps_);
   // Training time only: what hooks excluded since the window began (probes) is not counted.
   const double dt = Seconds(window_start_, now) - (ctx.excluded_seconds - excluded_at_window_start_);
   const double tps = dt > 0 ? window_tokens_ / dt : 0;
@@ -88,6 +88,7 @@ absl::Status MetricsHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
   }
   window_tokens_ = 0;
   window_steps_ = 0;
+  window_comm_seconds_ = 0;
   window_seq_lens_.clear();
   window_start_ = Clock::now();
   excluded_at_window_start_ = ctx.excluded_seconds;

@@ -27,7 +27,8 @@ class MetricsHook final : public Hook {
   std::chrono::steady_clock::time_point window_start_;
   double excluded_at_window_start_ = 0;
   int64_t window_tokens_ = 0;
-  int64_t window_steps_ = 0;  // for "comm_s" (seconds per step in train/parallel's collectives)
+  int64_t window_steps_ = 0;
+  double window_comm_seconds_ = 0;  // "comm_s": seconds per step in the strategy's collectives (StepResult)
   std::vector<int32_t> window_seq_lens_;  // row length of each step in the window
 };
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "train/probe/niah_probe_config.h"
+#include "train/setup/niah_probe_config.h"
 #include "train/probe/niah_probe_model.h"
 #include "train/probe/niah_probe_report.h"
 

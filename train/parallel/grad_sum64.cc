@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "train/parallel/collectives.h"
 
 namespace longctx {

@@ -11,23 +11,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/log.h"
+#include "base/log.h"
 #include "train/parallel/bf16_gather.h"
 #include "train/parallel/collectives.h"
 #include "train/parallel/grad_sum64.h"
+#include "train/setup/config_options.h"
 
 namespace longctx {
 
-AdamWSettings AdamWSettingsFromConfig(const TrainConfig& config) {
-  AdamWSettings s;
-  s.beta1 = config.optim().beta1();
-  s.beta2 = config.optim().beta2();
-  s.eps = config.optim().eps();
-  s.weight_decay = config.optim().weight_decay();
-  s.grad_clip = config.optim().grad_clip();
-  s.decay_norms = config.optim().decay_norms();
-  return s;
-}
+double ParallelStrategy::TakeCommSeconds() { return longctx::TakeCommSeconds(); }
 
 uint64_t HashParameters(Transformer& model) {
   uint64_t h = 1469598103934665603ull;
@@ -150,6 +142,7 @@ class DdpStrategy : public ReplicatedGradients<ParallelStrategy> {
            opt_->v().allocated_bytes() + sum64_bytes();
   }
   const char* name() const override { return "DDP"; }
+  bool sharded() const override { return false; }
 
  private:
   Transformer* model_;
@@ -245,6 +238,7 @@ class Zero1Strategy : public ReplicatedGradients<ShardedStrategyBase> {
     return model_->params().allocated_bytes() + model_->grads().allocated_bytes() + g + opt_.state_bytes();
   }
   const char* name() const override { return "ZERO1"; }
+  bool sharded() const override { return true; }
 
  private:
   Tensor GradShard(int b) const {
@@ -336,6 +330,7 @@ class FsdpStrategy : public ShardedStrategyBase, public ParamResidency {
     return n;
   }
   const char* name() const override { return "FSDP"; }
+  bool sharded() const override { return true; }
 
   // ParamResidency.
   void Acquire(int b, Use use, bool backward) override {

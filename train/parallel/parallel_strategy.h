@@ -1,7 +1,11 @@
 // Why: how a step's gradients become the next parameters differs between the
 // three data-parallel modes of train.proto's `mode`, and nothing else in the
-// trainer should care which one runs. A ParallelStrategy owns that part:
-//  * DDP: every rank holds everything. Gradients of each buffer are summed by
+// trainer should care which one runs. A ParallelStrategy owns that part, and
+// it is the one seam: TrainStep (train/train_step.h) calls it directly for
+// every step, the trainer keeps one for every mode, and the hooks that need
+// full state ask it (train/hooks/full_state_hook.h).
+//  * DDP: every rank holds everything; on one process this is the
+//    single-process strategy (the gradient sum is the identity). Gradients of each buffer are summed by
 //    reduce-scatter + all-gather (collectives.h), so every rank receives the
 //    same bits and the replicated AdamW keeps the parameters bitwise equal on
 //    every rank. One process = today's all-reduce (a no-op) + AdamW, bit for bit.
@@ -98,13 +102,18 @@ class ParallelStrategy {
   // Bytes this rank holds for parameters, gradients and optimizer state now.
   virtual int64_t state_bytes() const = 0;
   virtual const char* name() const = 0;
+  // ZeRO-1 and FSDP: parameters or moments live as per-rank shards (the
+  // probe gathers them; each rank saves its own). False for DDP.
+  virtual bool sharded() const = 0;
+  // Seconds this process spent in the strategy's collectives since the last
+  // call (the step's "comm_s"; a probe's gathers are taken and dropped).
+  double TakeCommSeconds();
 };
 
-// mode DDP: the model's own AdamW (optimizer may be replaced by LoadFullOptimizer).
+// The strategy of config.mode (DDP: with its own replicated AdamW, whose
+// moments a resume loads through replicated_optimizer()).
 absl::StatusOr<std::unique_ptr<ParallelStrategy>> MakeParallelStrategy(const TrainConfig& config,
                                                                        Transformer* model, Communicator* comm);
-// AdamW settings from config.optim.
-AdamWSettings AdamWSettingsFromConfig(const TrainConfig& config);
 // FNV-1a 64 of every parameter buffer's bytes (DDP equality check).
 uint64_t HashParameters(Transformer& model);
 

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/log.h"
+#include "base/log.h"
 
 namespace longctx {
 namespace {

@@ -1,5 +1,5 @@
 // Why: see niah_probe_config.h.
-#include "train/probe/niah_probe_config.h"
+#include "train/setup/niah_probe_config.h"
 
 #include "absl/strings/str_cat.h"
 

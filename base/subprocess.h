@@ -6,11 +6,10 @@
 // cluster's preemption. RunShellCommand is the one way longctx starts a child:
 // posix_spawn of /bin/sh -c with an empty signal mask and SIGTERM and SIGUSR1
 // at their default action (POSIX_SPAWN_SETSIGMASK, POSIX_SPAWN_SETSIGDEF), its
-// stdout read through a pipe as popen(..., "r") did. It sits in kernels/ (the
-// interface library) only because that is the one layer both data/ (groff) and
-// train/ (the bench peer) may use (scripts/check_layering.py).
-#ifndef LONGCTX_KERNELS_SUBPROCESS_H_
-#define LONGCTX_KERNELS_SUBPROCESS_H_
+// stdout read through a pipe as popen(..., "r") did. It sits in base/, below
+// every layer, because data/ (groff) and train/ (the bench peer) both use it.
+#ifndef LONGCTX_BASE_SUBPROCESS_H_
+#define LONGCTX_BASE_SUBPROCESS_H_
 
 #include <string>
 
@@ -33,4 +32,4 @@ absl::StatusOr<ShellResult> RunShellCommand(const std::string& command);
 
 }  // namespace longctx
 
-#endif  // LONGCTX_KERNELS_SUBPROCESS_H_
+#endif  // LONGCTX_BASE_SUBPROCESS_H_

@@ -1,10 +1,11 @@
 // Why: see loaded_checkpoint.h.
-#include "train/checkpoint/loaded_checkpoint.h"
+#include "train/setup/loaded_checkpoint.h"
 
 #include "absl/strings/str_cat.h"
 #include "train/checkpoint/checkpoint.h"
-#include "train/memory_check.h"
-#include "train/trainer.h"
+#include "train/setup/memory_check.h"
+#include "train/setup/backend_for_config.h"
+#include "train/setup/training_data.h"
 
 namespace longctx {
 

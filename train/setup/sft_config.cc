@@ -1,5 +1,5 @@
 // Why: see sft_config.h.
-#include "train/sft_config.h"
+#include "train/setup/sft_config.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // Why: early return on a non-OK absl::Status, the one macro Abseil 20220623
 // does not ship publicly.
-#ifndef LONGCTX_KERNELS_STATUS_MACROS_H_
-#define LONGCTX_KERNELS_STATUS_MACROS_H_
+#ifndef LONGCTX_BASE_STATUS_MACROS_H_
+#define LONGCTX_BASE_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 
@@ -11,4 +11,4 @@
     if (!_longctx_status.ok()) return _longctx_status; \
   } while (0)
 
-#endif  // LONGCTX_KERNELS_STATUS_MACROS_H_
+#endif  // LONGCTX_BASE_STATUS_MACROS_H_

@@ -2,8 +2,8 @@
 // small stream logger with the same spelling: LOG(INFO) << ...; CHECK(c) << ...;
 // CHECK_EQ/NE/LT/LE/GT/GE. CHECK is for broken invariants only (it aborts with
 // file:line); recoverable errors are absl::Status.
-#ifndef LONGCTX_KERNELS_LOG_H_
-#define LONGCTX_KERNELS_LOG_H_
+#ifndef LONGCTX_BASE_LOG_H_
+#define LONGCTX_BASE_LOG_H_
 
 #include <sstream>
 #include <string>
@@ -61,4 +61,4 @@ void SetMinSeverity(Severity s);
     CHECK(_longctx_st.ok()) << _longctx_st.ToString();   \
   } while (0)
 
-#endif  // LONGCTX_KERNELS_LOG_H_
+#endif  // LONGCTX_BASE_LOG_H_

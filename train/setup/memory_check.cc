@@ -1,7 +1,7 @@
 // Why: see memory_check.h. The exact figures come from model/plan.cc (what the
 // trainer really stores); a double-precision estimate of the same terms guards
 // the int64 arithmetic there against dims large enough to wrap it.
-#include "train/memory_check.h"
+#include "train/setup/memory_check.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "model/plan.h"
-#include "train/sft_config.h"
+#include "train/setup/sft_config.h"
 
 namespace longctx {
 namespace {

@@ -1,6 +1,6 @@
 // Why: see subprocess.h — posix_spawn instead of popen()/system(), so a child
 // of a process that blocks SIGTERM/SIGUSR1 does not inherit the blocked mask.
-#include "kernels/subprocess.h"
+#include "base/subprocess.h"
 
 #include <errno.h>
 #include <fcntl.h>

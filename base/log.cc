@@ -1,5 +1,5 @@
 // Why: see log.h. Lines look like "I1122 17:50:38.123 file.cc:42] message".
-#include "kernels/log.h"
+#include "base/log.h"
 
 #include <atomic>
 #include <chrono>
