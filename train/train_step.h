@@ -65,7 +65,7 @@ class TrainStep {
   // reduce gradients and the loss sum; on a non-finite loss or gradient on any
   // rank stop or skip as the policy says (before any update; last_checkpoint is
   // named in that error as what the run can resume from); clip and update.
-  // Test hook (documented in README "Multi-node"): the environment variable
+  // Test hook (documented in docs/parallelism.md "Multi-node"): the environment variable
   // LONGCTX_TEST_INJECT_NONFINITE=KIND:RANK:STEP (KIND loss or grad) makes
   // rank RANK's local loss sum or first gradient buffer NaN at step STEP.
   absl::StatusOr<StepResult> Run(int64_t step, const std::vector<PackedBatch>& micro, int64_t target_tokens,

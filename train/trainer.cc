@@ -405,6 +405,41 @@ absl::Status Trainer::ReportSkippedStep(const StepResult& r, int consecutive_ski
   return absl::OkStatus();
 }
 
+TrainSummary Trainer::FinishedRunSummary() const {
+  if (comm_->rank() == 0)
+    std::printf("longctx train: already at step %lld (steps %lld); %s is left as it is\n",
+                static_cast<long long>(step_), static_cast<long long>(config_.steps()), resumed_from_.c_str());
+  TrainSummary summary;
+  summary.start_step = summary.final_step = step_;
+  summary.checkpoint = resumed_from_;
+  auto number = [this](const char* k) {
+    return resumed_state_.contains(k) && resumed_state_[k].is_number() ? resumed_state_[k].get<double>() : 0.0;
+  };
+  summary.last_loss = number("last_loss");
+  summary.final_batch_loss = number("checkpoint_batch_loss");
+  return summary;
+}
+
+HookContext Trainer::MakeHookContext(TrainSummary* summary) {
+  HookContext ctx;
+  ctx.rank = comm_->rank();
+  ctx.world_size = comm_->world_size();
+  ctx.comm = comm_.get();
+  ctx.config = &config_;
+  ctx.dims = &dims_;
+  ctx.backend = backend_.get();
+  ctx.model = model_.get();
+  ctx.optimizer = strategy_->replicated_optimizer();  // null when sharded: the hooks gather it
+  ctx.device_batch = device_batch_.get();
+  ctx.metrics = metrics_ ? &*metrics_ : nullptr;
+  ctx.posfreq = posfreq_.get();
+  ctx.summary = summary;
+  ctx.run_start = std::chrono::steady_clock::now();
+  ctx.tokens_seen = tokens_seen_;
+  ctx.state_json = [this](const PackerCursor& c) { return StateJson(c); };
+  return ctx;
+}
+
 absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   TrainSummary summary;
   summary.start_step = step_;
@@ -415,37 +450,9 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   std::vector<PackedBatch> micro(accum * world);
   PackerCursor last_batch_cursor = batches_->cursor();
   int64_t steps_this_run = 0;
-  if (step_ >= total_steps && !resumed_from_.empty()) {
-    // A finished run stays as it was: no step, no save, no metrics.
-    if (rank == 0)
-      std::printf("longctx train: already at step %lld (steps %lld); %s is left as it is\n",
-                  static_cast<long long>(step_), static_cast<long long>(total_steps), resumed_from_.c_str());
-    summary.final_step = step_;
-    summary.checkpoint = resumed_from_;
-    auto number = [this](const char* k) {
-      return resumed_state_.contains(k) && resumed_state_[k].is_number() ? resumed_state_[k].get<double>() : 0.0;
-    };
-    summary.last_loss = number("last_loss");
-    summary.final_batch_loss = number("checkpoint_batch_loss");
-    return summary;
-  }
-
-  HookContext ctx;
-  ctx.rank = rank;
-  ctx.world_size = world;
-  ctx.comm = comm_.get();
-  ctx.config = &config_;
-  ctx.dims = &dims_;
-  ctx.backend = backend_.get();
-  ctx.model = model_.get();
-  ctx.optimizer = strategy_->replicated_optimizer();  // null when sharded: the hooks gather it
-  ctx.device_batch = device_batch_.get();
-  ctx.metrics = metrics_ ? &*metrics_ : nullptr;
-  ctx.posfreq = posfreq_.get();
-  ctx.summary = &summary;
-  ctx.run_start = std::chrono::steady_clock::now();
-  ctx.tokens_seen = tokens_seen_;
-  ctx.state_json = [this](const PackerCursor& c) { return StateJson(c); };
+  // A finished run stays as it was: no step, no save, no metrics.
+  if (step_ >= total_steps && !resumed_from_.empty()) return FinishedRunSummary();
+  HookContext ctx = MakeHookContext(&summary);
   // Every event goes to every hook in order, except rank-0-only hooks elsewhere.
   auto each_hook = [&](auto&& call) -> absl::Status {
     for (const std::unique_ptr<Hook>& h : hooks_) {

@@ -79,6 +79,9 @@ class Trainer {
   nlohmann::json StateJson(const PackerCursor& last_batch_cursor) const;
   void RegisterHooks();
   void PrintRunBanner() const;
+  // Run on a resumed run already at config.steps: the checkpoint's figures.
+  TrainSummary FinishedRunSummary() const;
+  HookContext MakeHookContext(TrainSummary* summary);
   // A skipped step (skip_nonfinite): the line and metrics event; an error
   // past max_consecutive_nonfinite_skips.
   absl::Status ReportSkippedStep(const StepResult& r, int consecutive_skips, const std::string& last_checkpoint);

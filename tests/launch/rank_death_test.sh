@@ -2,7 +2,7 @@
 # Why: a rank that dies (SIGKILL, OOM killer, a lost node) must end the whole
 # job non-zero within 60 s, with a message naming the lost rank — never leave
 # its peers hanging in a collective. We rely on the launcher for this (see
-# README "Multi-node": mpirun's daemon and srun --kill-on-bad-exit=1 see the
+# docs/parallelism.md "Multi-node": mpirun's daemon and srun --kill-on-bad-exit=1 see the
 # child's death at once and kill the rest); this test holds Open MPI to it on a
 # real `longctx train` run: rank VICTIM of NP is killed mid-run (after its
 # first progress lines, while steps run back to back).

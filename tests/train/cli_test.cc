@@ -175,7 +175,7 @@ TEST(CliTest, SpacePlanOverrideEqualsEqualsForm) {
 }
 
 TEST(CliTest, BenchTakesItsOwnFlagsWithSpaces) {
-  // README: `longctx bench --config configs/ref-b.textproto --steps 10 --warmup 2`. With a config
+  // docs/cli.md: `longctx bench --config configs/ref-b.textproto --steps 10 --warmup 2`. With a config
   // that does not exist the error must be about the file, not about a flag.
   const auto r = RunCommand(LongctxBinary() + " bench --config /nonexistent/ref-b.textproto --steps 1 --warmup 0");
   EXPECT_NE(r.exit_code, 0);
