@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "data/make_tokenizer.h"
 #include "kernels/log.h"
 #include "optim/lr_schedule.h"
 #include "train/memory_check.h"
@@ -46,13 +47,13 @@ PackerOptions PackerOptionsFor(const TrainConfig& config, PackerSplit split) {
 
 }  // namespace
 
-BackendOptions BackendOptionsFor(const TrainConfig& config, BackendOptions options) {
+BackendSettings BackendOptionsFor(const TrainConfig& config, BackendSettings options) {
   options.threads = config.threads();
   return options;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForConfig(const TrainConfig& config,
-                                                              const BackendOptions& options) {
+                                                              const BackendSettings& options) {
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config.backend(), BackendOptionsFor(config, options));
   if (!backend.ok())
     return absl::Status(backend.status().code(), absl::StrCat("backend: ", backend.status().message()));
@@ -67,9 +68,9 @@ absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend) {
   return absl::OkStatus();
 }
 
-Bf16Operands Bf16OperandsFor(const TrainConfig& config) {
-  if (config.precision() != BF16 || config.backend() != "cpu") return Bf16Operands::kInKernel;
-  return CpuBf16GemmLibrary() == Bf16GemmLibrary::kOneDnn ? Bf16Operands::kBf16Copies : Bf16Operands::kF32Copies;
+Bf16OperandCopies Bf16OperandsFor(const TrainConfig& config) {
+  if (config.precision() != BF16) return {};
+  return BackendBf16OperandCopies(config.backend(), BackendOptionsFor(config)).value_or(Bf16OperandCopies{});
 }
 
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(const TrainConfig& config) {

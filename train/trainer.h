@@ -23,6 +23,7 @@
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/plan.h"
@@ -119,19 +120,19 @@ class Trainer {
 
 // The backend options a config asks for: its thread count (`threads`) on top
 // of `options` (the GEMM library choices; `longctx bench` flags set them).
-BackendOptions BackendOptionsFor(const TrainConfig& config, BackendOptions options = {});
+BackendSettings BackendOptionsFor(const TrainConfig& config, BackendSettings options = {});
 // The config's backend made with BackendOptionsFor(config, options) and set to
 // its precision; errors name `backend` or `precision`.
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForConfig(const TrainConfig& config,
-                                                              const BackendOptions& options = {});
+                                                              const BackendSettings& options = {});
 // The config's `precision` as the backend's matmul precision
 // (Backend::SetMatmulPrecision); the error names `precision` and the backend.
 absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend);
 // The operand copies the config's bf16 products keep (model/plan.h, for the
-// memory plan and check): none for fp32 products or off the CPU backend,
-// else those of the library the CPU backend runs them on here
-// (kernels/backend.h, CpuBf16GemmLibrary).
-Bf16Operands Bf16OperandsFor(const TrainConfig& config);
+// memory plan and check): none for fp32 products, else what the config's
+// backend says it keeps (kernels/backend_registry.h, BackendBf16OperandCopies:
+// no backend is made).
+Bf16OperandCopies Bf16OperandsFor(const TrainConfig& config);
 
 // Loss evaluation packer over the config's eval split, from its start.
 absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config, const DocumentSource* tokens);
