@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "data/make_tokenizer.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "base/log.h"

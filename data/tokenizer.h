@@ -2,7 +2,8 @@
 // probes must not care which vocabulary is in use. Everything that turns text
 // into ids goes through this interface: the byte tokenizer, the Llama-3
 // byte-level BPE (llama3_tokenizer.h) and the Llama-2 SentencePiece BPE
-// (sentencepiece_tokenizer.h) implement it.
+// (sentencepiece_tokenizer.h) implement it; make_tokenizer.h builds one from
+// a spec string.
 #ifndef LONGCTX_DATA_TOKENIZER_H_
 #define LONGCTX_DATA_TOKENIZER_H_
 
@@ -36,22 +37,6 @@ class Tokenizer {
   // tokenizer that wrote it (e.g. "byte").
   virtual std::string name() const = 0;
 };
-
-// Builds a tokenizer from a spec string (DataConfig.tokenizer, defined in
-// tokenizer.cc):
-//   "byte"    ByteTokenizer
-//   "llama3"  Llama-3 (128,256 ids) from llama3.json, "llama2" Llama-2 (32,000
-//             ids) from llama2.json, found as tokenizer_files.h describes
-//             ($LONGCTX_TOKENIZER_DIR, else <repo>/.cache/tokenizers, which
-//             scripts/setup.sh fills); missing → NotFound saying so
-//   a path    (contains '/', ends in ".json" or names a file) a Hugging Face
-//             tokenizer.json (byte-level BPE with the Llama-3 pre-tokenizer) or
-//             a longctx-sentencepiece-bpe JSON; name() is "json:<absolute path>"
-// Anything else → InvalidArgument listing the known names.
-absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const std::string& spec);
-
-// The spec names MakeTokenizer understands, for help texts and errors.
-std::vector<std::string> KnownTokenizerNames();
 
 }  // namespace longctx
 

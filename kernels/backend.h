@@ -1,8 +1,9 @@
 // Why: the one interface between model code and a device. The model, optimizer
-// and trainer only ever call a Backend; the CPU backend (kernels/cpu) is always
-// built and is the reference every other backend is tested against.
-// Settings that shape how a backend computes (host threads, which GEMM library
-// runs the products) are BackendOptions given when it is made and owned by the
+// and trainer only ever call a Backend. This header names no backend: what one
+// backend alone understands (its libraries, its instruction sets) is that
+// backend's own options, declared in its own folder, and which backends exist,
+// picked by name, is the registry's (kernels/backend_registry.h). Settings
+// that shape how a backend computes are given when it is made and owned by the
 // backend object: no process-wide switch or environment variable in the
 // kernels, so two backends in one process (or ranks with their own thread
 // budgets) never see each other's settings.
@@ -13,53 +14,58 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
 
-#include "absl/status/statusor.h"
-#include "kernels/attention_isa.h"
+#include "absl/status/status.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"
 
 namespace longctx {
 
-// The library that computes F32 products on the CPU. kAuto = oneDNN's sgemm
-// (faster on this project's machines, kernels/cpu/gemm_library.h says why).
-enum class GemmLibrary : uint8_t { kAuto = 0, kOneDnn = 1, kOpenBlas = 2 };
-// How MatmulPrecision::kBF16 products run on the CPU (kernels/cpu/gemm_bf16.h).
-// kAuto = oneDNN where the CPU has bf16 dot products, else rounded sgemm.
-enum class Bf16GemmLibrary : uint8_t { kAuto = 0, kOneDnn = 1, kRoundedSgemm = 2 };
-
+// The options every backend understands.
 struct BackendOptions {
-  // Host threads of the backend's ops (OpenMP regions and BLAS calls);
-  // 0 = the libraries' defaults (all cores). Runs that must agree bit for bit
-  // (resume, eval of a checkpoint) use the same count.
+  // Host threads of the backend's ops (OpenMP regions, BLAS calls, host-side
+  // work); 0 = the libraries' defaults (all cores). Runs that must agree bit
+  // for bit (resume, eval of a checkpoint) use the same count.
   int threads = 0;
-  GemmLibrary gemm = GemmLibrary::kAuto;           // CPU only; other backends take kAuto
-  Bf16GemmLibrary bf16_gemm = Bf16GemmLibrary::kAuto;  // CPU only
-  // CPU only: key parts per attention backward item (kernels/cpu/
-  // attention_driver.h, SegmentKeyParts); 0 = chosen per call for the
-  // threads, N = every segment cut into N (`bench attention --key_parts`).
-  int attention_key_parts = 0;
-  // CPU only: which tiles run the attention (kernels/attention_isa.h); one
-  // this CPU cannot run is refused.
-  CpuAttentionIsa attention_isa = CpuAttentionIsa::kAuto;
-  // CPU only: false runs bf16 attention on AVX512-BF16 dot products
-  // (vdpbf16ps) even where the CPU has AMX, to measure that path on an AMX
-  // machine (`bench attention --attention_amx=false`); no effect elsewhere.
-  bool attention_amx = true;
 };
-// The most key parts a backward item is cut into (attention_key_parts' bound).
-inline constexpr int kMaxAttentionKeyParts = 8;
 
-// "auto", "onednn", "openblas" / "auto", "onednn", "sgemm" (or
-// "rounded-sgemm"); InvalidArgument naming the accepted values otherwise.
-absl::StatusOr<GemmLibrary> ParseGemmLibrary(std::string_view name);
-absl::StatusOr<Bf16GemmLibrary> ParseBf16GemmLibrary(std::string_view name);
-const char* GemmLibraryName(GemmLibrary library);          // "auto", "onednn", "openblas"
-const char* Bf16GemmLibraryName(Bf16GemmLibrary library);  // "auto", "onednn", "rounded-sgemm"
-// "auto", "avx512", "avx2", "scalar"; InvalidArgument naming them otherwise.
-absl::StatusOr<CpuAttentionIsa> ParseCpuAttentionIsa(std::string_view name);
-const char* CpuAttentionIsaName(CpuAttentionIsa isa);
+// The operand copies a backend keeps, across calls, to run
+// MatmulPrecision::kBF16 products (Gemm, LmHeadLoss) on F32 or BF16 operands
+// its kernels cannot read as they are: one kept buffer per operand side of
+// the layer products, each as large as the largest copy it took, and the LM
+// head's copies of its weight, of x and of one chunk's dlogits. The memory
+// plan (model/plan.h) sizes those buffers from this description, so it asks
+// the backend (Backend::bf16_operand_copies) instead of naming its libraries.
+// All zero (the default): no copies, the kernels round operands as they read
+// them (or products are fp32).
+struct Bf16OperandCopies {
+  // Bytes per element of the copy of an F32 operand, and of a BF16 operand;
+  // 0 = read as it is.
+  int f32_element_bytes = 0;
+  int bf16_element_bytes = 0;
+  // A kept buffer holds its copy plus pad_bytes, rounded up to a multiple of
+  // align_bytes.
+  int pad_bytes = 0;
+  int align_bytes = 1;
+  // LmHeadLoss's backward writes each chunk's dlogits into their copy as it
+  // computes them: a buffer of exactly that copy, without pad_bytes.
+  bool dlogits_unpadded = false;
+
+  bool any() const { return f32_element_bytes > 0 || bf16_element_bytes > 0; }
+  int element_bytes(DType dtype) const { return dtype == DType::kBF16 ? bf16_element_bytes : f32_element_bytes; }
+  // Bytes a kept buffer holds for a copy of `bytes` (0: nothing copied into it).
+  int64_t Buffer(int64_t bytes, bool padded = true) const {
+    if (bytes <= 0) return 0;
+    const int64_t held = bytes + (padded ? pad_bytes : 0), align = align_bytes > 0 ? align_bytes : 1;
+    return (held + align - 1) / align * align;
+  }
+  // "none", else how an F32 operand is copied: "bf16 copies" (2 bytes an
+  // element) or "fp32 copies" (fp32 holding bf16 values).
+  const char* name() const {
+    if (!any()) return "none";
+    return f32_element_bytes == 2 ? "bf16 copies" : "fp32 copies";
+  }
+};
 
 class Backend {
  public:
@@ -106,8 +112,8 @@ class Backend {
   }
   virtual MatmulPrecision matmul_precision() const { return MatmulPrecision::kF32; }
 
-  // The options this backend runs with, kAuto choices resolved where the
-  // backend resolves them (the CPU backend names its libraries).
+  // The options this backend runs with (a backend's own options are read
+  // through that backend's header).
   virtual BackendOptions options() const { return {}; }
   // Changes the host thread count of later ops (0 = the libraries' defaults);
   // InvalidArgument for a negative count. ScopedBackendThreads below is the
@@ -119,6 +125,9 @@ class Backend {
   // One line naming how products run here (libraries, paths, ISA), for logs
   // and `longctx bench`.
   virtual std::string MatmulDescription() const { return name(); }
+  // The operand copies this backend's products keep at MatmulPrecision::kBF16
+  // (whatever the precision now), for the memory plan. None by default.
+  virtual Bf16OperandCopies bf16_operand_copies() const { return {}; }
 };
 
 // backend->SetThreads(threads) for a scope when threads > 0 (0 leaves the
@@ -135,19 +144,6 @@ class ScopedBackendThreads {
   int saved_ = 0;
   bool active_ = false;
 };
-
-// The always-present CPU backend (OpenMP threads, BLAS GEMMs). Aborts, naming
-// the option, on options no CPU backend can take (negative threads, the oneDNN
-// bf16 path where oneDNN has no bf16 matmul); MakeBackend returns those as errors.
-std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options = {});
-// The library the CPU backend runs bf16 products on when `asked` for one:
-// kAuto resolves to kOneDnn where the CPU has bf16 dot products and oneDNN a
-// bf16 matmul, else kRoundedSgemm (the backend's options().bf16_gemm; the
-// memory plan asks it, since the two keep operand copies of different sizes).
-Bf16GemmLibrary CpuBf16GemmLibrary(Bf16GemmLibrary asked = Bf16GemmLibrary::kAuto);
-// "cpu" or "cuda"; NotFound/Unavailable with a reason when not built or no
-// device, InvalidArgument for options the backend cannot take.
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name, const BackendOptions& options = {});
 
 // An owning buffer allocated through a backend.
 class DeviceBuffer {

@@ -1,82 +1,66 @@
-// Why: one place that knows which backends this build has, so the trainer can
-// pick one by name ("cpu", "cuda") and get a clear error when it is absent, and
-// the one parser of the backend options' names (config, `longctx bench` flags).
+// Why: MakeBackend by name: the one place that links every backend this build
+// has, so the trainer can pick one by name and get a clear error when it is
+// absent, and the one place that passes each backend its own options (and
+// refuses another backend's). See backend_registry.h.
+#include "kernels/backend_registry.h"
+
 #include "absl/strings/str_cat.h"
-#include "kernels/backend.h"
-#include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/cpu_backend.h"
+#ifdef LONGCTX_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 namespace longctx {
+namespace {
 
 #ifdef LONGCTX_HAVE_CUDA
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const BackendOptions& options);  // kernels/cuda
+// The CPU options differ from their defaults: a backend that is not the CPU
+// one refuses them, naming the first (`backend` names it in the message).
+absl::Status RefuseCpuOptions(const std::string& backend, const CpuBackendOptions& cpu) {
+  const CpuBackendOptions none;
+  const std::string who = absl::StrCat(backend, " backend: ");
+  if (cpu.gemm != none.gemm)
+    return absl::InvalidArgumentError(absl::StrCat(who, "GEMM library '", GemmLibraryName(cpu.gemm),
+                                                   "' is a CPU option (the backend's own library computes products here)"));
+  if (cpu.bf16_gemm != none.bf16_gemm)
+    return absl::InvalidArgumentError(absl::StrCat(who, "bf16 GEMM path '", Bf16GemmLibraryName(cpu.bf16_gemm),
+                                                   "' is a CPU option (the backend's own library computes products here)"));
+  if (cpu.attention_key_parts != none.attention_key_parts)
+    return absl::InvalidArgumentError(absl::StrCat(who, "attention key parts are a CPU option"));
+  if (cpu.attention_isa != none.attention_isa)
+    return absl::InvalidArgumentError(absl::StrCat(who, "the attention ISA (--attention_isa) is a CPU option"));
+  if (cpu.attention_amx != none.attention_amx)
+    return absl::InvalidArgumentError(absl::StrCat(who, "--attention_amx is a CPU option"));
+  return absl::OkStatus();
+}
 #endif
-// Validates the options the CPU backend cannot take (kernels/cpu/cpu_backend.cc).
-absl::Status ValidateCpuBackendOptions(const BackendOptions& options);
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name, const BackendOptions& options) {
-  if (name == "cpu") {
-    if (absl::Status st = ValidateCpuBackendOptions(options); !st.ok()) return st;
-    return MakeCpuBackend(options);
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name, const BackendSettings& settings) {
+  absl::StatusOr<BackendInfo> info = FindBackend(name);
+  if (!info.ok()) return info.status();
+  const BackendOptions& common = settings;
+  if (info->device == Device::kCpu) {
+    if (absl::Status st = ValidateCpuBackendOptions(common, settings.cpu); !st.ok()) return st;
+    return MakeCpuBackend(common, settings.cpu);
   }
-  if (name == "cuda") {
 #ifdef LONGCTX_HAVE_CUDA
-    return MakeCudaBackend(options);
+  if (absl::Status st = RefuseCpuOptions(name, settings.cpu); !st.ok()) return st;
+  return MakeCudaBackend(common);
 #else
-    return absl::UnavailableError("backend 'cuda' is not built (configure with -DLONGCTX_CUDA=ON)");
+  return absl::UnavailableError(
+      absl::StrCat("backend '", name, "' is not built (configure with -DLONGCTX_CUDA=ON)"));
 #endif
-  }
-  return absl::NotFoundError(absl::StrCat("unknown backend '", name, "' (expected cpu or cuda)"));
 }
 
-absl::StatusOr<GemmLibrary> ParseGemmLibrary(std::string_view name) {
-  if (name == "auto") return GemmLibrary::kAuto;
-  if (name == "onednn") return GemmLibrary::kOneDnn;
-  if (name == "openblas") return GemmLibrary::kOpenBlas;
-  return absl::InvalidArgumentError(absl::StrCat("GEMM library '", std::string(name), "': expected auto, onednn or openblas"));
-}
-
-absl::StatusOr<Bf16GemmLibrary> ParseBf16GemmLibrary(std::string_view name) {
-  if (name == "auto") return Bf16GemmLibrary::kAuto;
-  if (name == "onednn") return Bf16GemmLibrary::kOneDnn;
-  if (name == "sgemm" || name == "rounded-sgemm") return Bf16GemmLibrary::kRoundedSgemm;
-  return absl::InvalidArgumentError(absl::StrCat("bf16 GEMM path '", std::string(name), "': expected auto, sgemm or onednn"));
-}
-
-absl::StatusOr<CpuAttentionIsa> ParseCpuAttentionIsa(std::string_view name) {
-  for (CpuAttentionIsa isa :
-       {CpuAttentionIsa::kAuto, CpuAttentionIsa::kAvx512, CpuAttentionIsa::kAvx2, CpuAttentionIsa::kScalar})
-    if (name == CpuAttentionIsaName(isa)) return isa;
-  return absl::InvalidArgumentError(
-      absl::StrCat("attention ISA '", std::string(name), "': expected auto, avx512, avx2 or scalar"));
-}
-
-const char* CpuAttentionIsaName(CpuAttentionIsa isa) { return cpu::AttentionIsaName(isa); }
-
-const char* GemmLibraryName(GemmLibrary library) {
-  switch (library) {
-    case GemmLibrary::kOneDnn: return "onednn";
-    case GemmLibrary::kOpenBlas: return "openblas";
-    default: return "auto";
-  }
-}
-
-const char* Bf16GemmLibraryName(Bf16GemmLibrary library) {
-  switch (library) {
-    case Bf16GemmLibrary::kOneDnn: return "onednn";
-    case Bf16GemmLibrary::kRoundedSgemm: return "rounded-sgemm";
-    default: return "auto";
-  }
-}
-
-ScopedBackendThreads::ScopedBackendThreads(Backend* backend, int threads) : backend_(backend) {
-  if (threads <= 0) return;
-  saved_ = backend_->options().threads;
-  absl::Status st = backend_->SetThreads(threads);
-  active_ = st.ok();
-}
-
-ScopedBackendThreads::~ScopedBackendThreads() {
-  if (active_) (void)backend_->SetThreads(saved_);
+absl::StatusOr<Bf16OperandCopies> BackendBf16OperandCopies(std::string_view name, const BackendSettings& settings) {
+  absl::StatusOr<BackendInfo> info = FindBackend(name);
+  if (!info.ok()) return info.status();
+  // The CPU backend copies operands for its libraries; the CUDA kernels round
+  // operands as they load them (nothing kept).
+  if (info->device == Device::kCpu) return CpuBf16OperandCopies(settings.cpu);
+  return Bf16OperandCopies{};
 }
 
 }  // namespace longctx

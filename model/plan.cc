@@ -13,59 +13,51 @@
 namespace longctx {
 namespace {
 
-// One Bf16Scratch buffer holding `bytes`: Reserve rounds up to 64 bytes; 0
-// when nothing is copied into it.
-int64_t ScratchBuffer(int64_t bytes) { return bytes > 0 ? (bytes + 63) / 64 * 64 : 0; }
-
 // The operand copies of bf16 products in one training step, as
-// model/transformer.cc and kernels/cpu/lm_head_loss.cc make them
-// (kernels/cpu/gemm_bf16.h: PrepareBf16Operand reserves one byte more than
-// the operand). The layers' products, with D = hidden, q = q_dim, F = ffn:
+// model/transformer.cc makes the products and the backend describes its
+// copies (Bf16OperandCopies: bytes per element of an F32 and of a BF16
+// operand's copy, 0 = read as it is; each kept buffer padded and aligned).
+// The layers' products, with D = hidden, q = q_dim, F = ffn:
 //   forward  xn1 x Wqkv^T, o x Wo^T, xn2 x Wgu^T, h x Wd^T;
 //   backward dy x Wd, dy^T h, dgu^T xn2, dgu x Wgu, dy x Wo, dy^T o,
 //            dqkv^T xn1, dqkv x Wqkv;
 // xn1, xn2, h and dgu are bf16 tensors, and each dy (dx, dqkv) is rounded
 // into a free backward buffer (Transformer::ProductOperand) where it fits:
 // dx into d_o [T, q] and dh [T, F], dqkv into dh. The attention output o is
-// F32 in the forward, and in dy^T o unless its layer stores it in bf16.
-// oneDNN (kBf16Copies) copies the F32 operands only; rounded sgemm
-// (kF32Copies) widens every operand, bf16 ones too.
-void CountBf16Copies(const ModelDims& d, int64_t T, int64_t chunk_rows, bool backward_o_bf16, Bf16Operands ops,
-                     MemoryPlan* m) {
-  m->bf16_operands = ops;
-  if (ops == Bf16Operands::kInKernel) return;
-  const bool all = ops == Bf16Operands::kF32Copies;
-  const int64_t size = all ? 4 : 2;
+// F32 in the forward, and in dy^T o unless its layer stores it in bf16. The
+// weights are F32. One kept buffer per side (A, B) holds the largest copy of
+// that side; the LM head keeps its own three (weight, x, a chunk's dlogits).
+void CountBf16Copies(const ModelDims& d, int64_t T, int64_t chunk_rows, bool backward_o_bf16,
+                     const Bf16OperandCopies& c, MemoryPlan* m) {
+  m->bf16_operands = c;
+  if (!c.any()) return;
   const int64_t D = d.hidden, V = d.vocab, F = d.ffn, q = d.q_dim(), qkv = d.qkv_dim();
-  const int64_t weights = std::max({qkv * D, D * q, 2 * F * D, D * F});
-  int64_t a = T * q, b = weights;  // elements of the largest copied A and B operands
-  if (all) {
-    a = T * std::max({D, q, F, 2 * F, qkv});
-    b = std::max(b, T * std::max({D, q, F}));
-  } else {
-    if (2 * D > 4 * q || 2 * D > 4 * F) a = std::max(a, T * D);  // dx does not fit d_o or dh as bf16
-    if (2 * qkv > 4 * F) a = std::max(a, T * qkv);               // dqkv does not fit dh
-    if (!backward_o_bf16) b = std::max(b, T * q);
-  }
-  m->bf16_copies_layers = ScratchBuffer(a * size + 1) + ScratchBuffer(b * size + 1);
+  constexpr DType kF = DType::kF32, kB = DType::kBF16;
+  // Bytes of the copy of an operand of `elements` in `dtype` (0: read as it is).
+  auto copy = [&c](DType dtype, int64_t elements) { return elements * c.element_bytes(dtype); };
+  // dy as the products read it: bf16 where its bf16 copy fits the room it is rounded into.
+  const DType dx_first = 2 * D <= 4 * q ? kB : kF, dx_second = 2 * D <= 4 * F ? kB : kF;  // into d_o, dh
+  const DType dqkv = 2 * qkv <= 4 * F ? kB : kF;                                          // into dh
+  const int64_t a = std::max({copy(kB, T * D),      // xn1, xn2
+                              copy(kF, T * q),      // o (forward)
+                              copy(kB, T * F),      // h
+                              copy(dx_first, T * D), copy(dx_second, T * D),
+                              copy(kB, T * 2 * F),  // dgu
+                              copy(dqkv, T * qkv)});
+  const int64_t b = std::max({copy(kF, qkv * D), copy(kF, D * q), copy(kF, 2 * F * D), copy(kF, D * F),  // weights
+                              copy(kB, T * F),                                 // h (dy^T h)
+                              copy(kB, T * D),                                 // xn2, xn1
+                              copy(backward_o_bf16 ? kB : kF, T * q)});        // o (dy^T o)
+  m->bf16_copies_layers = c.Buffer(a) + c.Buffer(b);
   // The LM head: its weight [V, D] and x [T, D] (F32) once per call, and one
-  // chunk's dlogits (oneDNN: converted row by row into a buffer of exactly
-  // chunk x V bf16; rounded sgemm: PrepareBf16Operand of the F32 chunk).
-  m->bf16_copies_lm_head = ScratchBuffer(V * D * size + 1) + ScratchBuffer(T * D * size + 1) +
-                           ScratchBuffer(chunk_rows * V * size + (all ? 1 : 0));
+  // chunk's dlogits [chunk, V] (F32; unpadded where the backend writes them
+  // into their copy as it computes them).
+  m->bf16_copies_lm_head = c.Buffer(copy(kF, V * D)) + c.Buffer(copy(kF, T * D)) +
+                           c.Buffer(copy(kF, chunk_rows * V), !c.dlogits_unpadded);
   m->bf16_operand_copies = m->bf16_copies_layers + m->bf16_copies_lm_head;
 }
 
 }  // namespace
-
-const char* Bf16OperandsName(Bf16Operands o) {
-  switch (o) {
-    case Bf16Operands::kInKernel: return "none";
-    case Bf16Operands::kBf16Copies: return "bf16 copies";
-    case Bf16Operands::kF32Copies: return "fp32 copies";
-  }
-  return "?";
-}
 
 ParamCounts CountParams(const ModelDims& d) {
   ParamCounts p;
@@ -119,7 +111,7 @@ FlopCounts CountTrainingFlops(const ModelDims& d, int64_t T) {
 
 MemoryPlan EstimateTrainingMemory(const ModelDims& d, int64_t batch, int64_t seq_len,
                                   int64_t logits_chunk_tokens, int recompute_every, bool bf16_activations,
-                                  bool bf16_products, Bf16Operands bf16_operands) {
+                                  bool bf16_products, const Bf16OperandCopies& bf16_operands) {
   MemoryPlan m;
   constexpr int64_t kF32 = 4, kI32 = 4;
   m.batch = batch;
@@ -318,9 +310,9 @@ std::string FormatPlan(const Plan& plan) {
   s += Row("activations: logits chunk", Bytes(m.logits_chunk), absl::StrCat(m.logits_chunk_tokens, " x vocab"));
   s += Row("activations: bwd scratch", Bytes(m.backward_scratch),
            absl::StrCat(Commas(m.scratch_floats_per_token), " floats / token, reused per layer"));
-  if (m.bf16_operands != Bf16Operands::kInKernel)
+  if (m.bf16_operands.any())
     s += Row("activations: bf16 operands", Bytes(m.bf16_operand_copies),
-             absl::StrCat(Bf16OperandsName(m.bf16_operands), ": layers ", Bytes(m.bf16_copies_layers), ", LM head ",
+             absl::StrCat(m.bf16_operands.name(), ": layers ", Bytes(m.bf16_copies_layers), ", LM head ",
                           Bytes(m.bf16_copies_lm_head)));
   s += Row("activations total", Bytes(m.activations), Pct(m.activations, mt));
   s += Row("total", Bytes(m.total), absl::StrCat(Commas(m.total), " bytes"));
@@ -390,7 +382,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
                        {"logits_chunk", m.logits_chunk},
                        {"scratch_floats_per_token", m.scratch_floats_per_token},
                        {"backward_scratch", m.backward_scratch},
-                       {"bf16_operands", Bf16OperandsName(m.bf16_operands)},
+                       {"bf16_operands", m.bf16_operands.name()},
                        {"bf16_copies_layers", m.bf16_copies_layers},
                        {"bf16_copies_lm_head", m.bf16_copies_lm_head},
                        {"bf16_operand_copies", m.bf16_operand_copies},

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/backend.h"
 #include "model/config.h"
 
 namespace longctx {
@@ -55,15 +56,6 @@ struct FlopCounts {
   std::vector<double> mean_keys;   // per layer
 };
 
-// How bf16 products (MatmulPrecision::kBF16 on an F32 model) get their
-// operands, which decides the copies they keep (kernels/cpu/gemm_bf16.h).
-enum class Bf16Operands : uint8_t {
-  kInKernel,    // no copies: fp32 products, or a backend that rounds inside its kernels (CUDA)
-  kBf16Copies,  // CPU, oneDNN: each F32 operand copied to bf16 (2 bytes); bf16 tensors read as they are
-  kF32Copies,   // CPU, rounded sgemm: every operand copied as fp32 holding bf16 values (4 bytes)
-};
-const char* Bf16OperandsName(Bf16Operands o);  // "none", "bf16 copies", "fp32 copies"
-
 // Training memory in bytes, fp32, for one micro-batch of batch × seq_len tokens.
 struct MemoryPlan {
   int64_t batch = 0, seq_len = 0, tokens = 0;
@@ -95,13 +87,13 @@ struct MemoryPlan {
   int64_t logits_chunk = 0;            // logits_chunk_tokens × vocab × 4
   int64_t scratch_floats_per_token = 0;
   int64_t backward_scratch = 0;        // tokens × scratch_floats_per_token × 4, reused by every layer
-  // The bf16 products' operand copies (Bf16Operands), kept across steps: the
-  // layer products' two copy buffers, each as large as the largest operand
-  // of its side that is copied, and the LM head's copies of its weight, of x
-  // and of one chunk's dlogits. Every layer weight and the [tokens, q_dim]
-  // attention output are among those operands, so at long L this grows
-  // with the tokens.
-  Bf16Operands bf16_operands = Bf16Operands::kInKernel;
+  // The bf16 products' operand copies (Bf16OperandCopies, kernels/backend.h:
+  // what the backend copies), kept across steps: the layer products' two copy
+  // buffers, each as large as the largest operand of its side that is
+  // copied, and the LM head's copies of its weight, of x and of one chunk's
+  // dlogits. Every layer weight and the [tokens, q_dim] attention output are
+  // among those operands, so at long L this grows with the tokens.
+  Bf16OperandCopies bf16_operands;
   int64_t bf16_copies_layers = 0;   // the layer products' two buffers
   int64_t bf16_copies_lm_head = 0;  // W, x and dlogits of the LM head
   int64_t bf16_operand_copies = 0;  // the two lines above
@@ -117,9 +109,10 @@ struct PlanOptions {
   int recompute_every = 0;  // activation recomputation (ModelConfig.recompute_every)
   bool bf16_activations = false;  // ModelConfig.activation_dtype "bf16"
   bool bf16_products = false;     // precision BF16 with an F32 model (xn1, xn2, h in bf16)
-  // With bf16 products: the backend's operand copies (Bf16OperandsFor in
-  // train/trainer.h asks the CPU backend which library it runs).
-  Bf16Operands bf16_operands = Bf16Operands::kInKernel;
+  // With bf16 products: the copies the backend keeps for their operands
+  // (Backend::bf16_operand_copies, or the registry's answer for a backend
+  // name without making one); none by default.
+  Bf16OperandCopies bf16_operands;
 };
 
 struct Plan {
@@ -144,7 +137,7 @@ FlopCounts CountTrainingFlops(const ModelDims& dims, int64_t seq_len);
 MemoryPlan EstimateTrainingMemory(const ModelDims& dims, int64_t batch, int64_t seq_len,
                                   int64_t logits_chunk_tokens = 0, int recompute_every = 0,
                                   bool bf16_activations = false, bool bf16_products = false,
-                                  Bf16Operands bf16_operands = Bf16Operands::kInKernel);
+                                  const Bf16OperandCopies& bf16_operands = {});
 Plan MakePlan(const ModelDims& dims, const PlanOptions& options);
 
 // Per-rank training memory of a data-parallel run (train.proto `mode`), in

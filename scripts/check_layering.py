@@ -42,7 +42,9 @@ import tempfile
 #                    (library longctx_tensor; kernels/math is part of it).
 #   kernels/cpu      the CPU backend (longctx_cpu: OpenBLAS, oneDNN, OpenMP).
 #   kernels/cuda     the CUDA backend (longctx_cuda).
-#   kernels/registry MakeBackend by name (longctx_backends): knows every backend.
+#   kernels/registry MakeBackend and FindBackend by name (longctx_backends;
+#                    kernels/backend_registry.h, backend_registry.cc,
+#                    backend_info.cc): knows every backend and its options.
 #   model            computes through the Backend interface only: whoever runs
 #                    a model picks the backend, so model/ never names one.
 #   optim            updates a model's parameters, through the interface.
@@ -54,7 +56,9 @@ import tempfile
 #                    probe, metrics and plots (train/*.cc but the two below,
 #                    checkpoint/, probe/, report/);
 #     train/setup    a TrainConfig turned into options and objects (setup/);
-#                    makes the backend by name, so it links the registry;
+#                    makes the backend by name (kernels/backend_registry.h,
+#                    which the config loader below it also asks whether a
+#                    name is a backend), so train/ links the registry;
 #     train/engine   the loop: trainer, train_step, hooks/, parallel/;
 #     train/apps     the applications: cli/, bench/, convert/, analyze/.
 #   train/bench      benchmarks must time the CPU GEMM paths themselves
@@ -79,17 +83,16 @@ ALLOWED = {
     "optim": INTERFACE | {"model", "optim"},
     "data": INTERFACE | {"data"},
     "launch": INTERFACE | {"launch"},
-    "train/parts": TRAIN_PARTS,
+    "train/parts": TRAIN_PARTS | {"kernels/registry"},
     "train/setup": TRAIN_SETUP | BACKENDS,
     "train/engine": TRAIN_ENGINE | BACKENDS,
     "train/apps": TRAIN_APPS | BACKENDS,
 }
-# Includes are stricter than links for train/: setup links the backends (to
-# construct one) but only the benchmarks include a concrete backend's headers.
-INCLUDE_ALLOWED = {k: v - (BACKENDS - {"kernels/registry"} if k.startswith("train") else set())
+# Includes are stricter than links for train/: it links the backends (to
+# construct one by name) and includes the registry's header, but only the
+# benchmarks include a concrete backend's headers.
+INCLUDE_ALLOWED = {k: v - ({"kernels/cpu", "kernels/cuda", "blas", "dnnl"} if k.startswith("train") else set())
                    for k, v in ALLOWED.items()}
-for _k in ("train/setup", "train/engine", "train/apps"):
-    INCLUDE_ALLOWED[_k] = INCLUDE_ALLOWED[_k] - {"kernels/registry"}
 INCLUDE_ALLOWED["train/apps"] = INCLUDE_ALLOWED["train/apps"] | {"train/bench"}
 INCLUDE_ALLOWED["train/bench"] = INCLUDE_ALLOWED["train/apps"] | {"kernels/cpu"}
 TRAIN_FLOORS = ["train/parts", "train/setup", "train/engine", "train/apps"]
@@ -123,6 +126,9 @@ CUDA_LAYERS = {"kernels/cuda", "launch"}
 CUDA_LINK = re.compile(r"^CUDA::")
 
 SOURCE_DIRS = ["base", "kernels", "model", "optim", "data", "launch", "train"]
+# The registry's files, in kernels/ beside the interface (kernels/CMakeLists.txt
+# keeps the .cc files out of longctx_tensor).
+REGISTRY_FILES = {"kernels/backend_registry.h", "kernels/backend_registry.cc", "kernels/backend_info.cc"}
 SOURCE_EXT = (".h", ".cc", ".cu", ".cuh")
 CUDA_HEADER = re.compile(r"^(cuda|cublas|cufft|curand|cusparse|nvrtc|nccl|thrust/|cub/|device_launch)")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
@@ -159,7 +165,7 @@ def file_layer(rel):
     if parts[0] == "kernels":
         if len(parts) > 2 and parts[1] in ("math", "cpu", "cuda"):
             return "kernels/" + parts[1]
-        if rel == "kernels/backend_registry.cc":
+        if rel in REGISTRY_FILES:
             return "kernels/registry"
         return "kernels"
     if parts[0] == "train":
@@ -173,6 +179,8 @@ def include_layer(path):
     if parts[0] == "kernels":
         if len(parts) > 2 and parts[1] in ("math", "cpu", "cuda"):
             return "kernels/" + parts[1]
+        if path in REGISTRY_FILES:
+            return "kernels/registry"
         return "kernels"
     if parts[0] == "train" and len(parts) > 1:
         return train_layer(path)

@@ -4,6 +4,7 @@
 // the first one becomes the single line the user sees.
 #include "train/config_loader.h"
 #include "base/status_macros.h"
+#include "kernels/backend_registry.h"
 
 #include <algorithm>
 #include <sys/stat.h>
@@ -286,8 +287,9 @@ absl::Status ValidateTrainConfig(const TrainConfig& c) {
   LONGCTX_RETURN_IF_ERROR(NonNegative("eval_batches", c.eval_batches()));
   LONGCTX_RETURN_IF_ERROR(NonNegative("threads", c.threads()));
   if (c.out_dir().empty()) return absl::InvalidArgumentError("out_dir: must not be empty");
-  if (c.backend() != "cpu" && c.backend() != "cuda")
-    return absl::InvalidArgumentError(absl::StrCat("backend: must be \"cpu\" or \"cuda\" (got \"", c.backend(), "\")"));
+  if (!FindBackend(c.backend()).ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend: must be ", KnownBackendNames(), " (got \"", c.backend(), "\")"));
   if (c.precision() != FP32 && c.precision() != BF16)
     return absl::InvalidArgumentError("precision: must be FP32 or BF16");
   if (absl::Status st = ResolveBf16Activations(c.model(), c.precision() == BF16).status(); !st.ok()) return st;

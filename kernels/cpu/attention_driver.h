@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "kernels/attention_args.h"
-#include "kernels/backend.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/line_vector.h"
 #include "kernels/math/attention_visibility.h"
 #include "kernels/math/online_softmax.h"

@@ -21,12 +21,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/attention_isa.h"
+#include "kernels/cpu/attention_isa.h"
 
 namespace longctx::cpu {
 
 // Which implementation of the tile kernels runs (F32; F64 always runs
-// kScalar): the backend option's enum (kernels/attention_isa.h).
+// kScalar): the backend option's enum (kernels/cpu/attention_isa.h).
 using AttentionIsa = ::longctx::CpuAttentionIsa;
 
 // "auto", "avx512", "avx2", "scalar".

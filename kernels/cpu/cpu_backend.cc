@@ -1,7 +1,7 @@
 // Why: the CPU backend is a thin shell: validate each op's params once, then
 // call the free-function kernel (cpu_kernels.h). Host memory, 64-byte aligned.
-// Its settings are its own (BackendOptions): the products' library and bf16
-// path travel to the kernels in a MatmulConfig, and the thread count is
+// Its settings are its own (BackendOptions and CpuBackendOptions,
+// cpu_backend.h): the products' library and bf16 path travel to the kernels in a MatmulConfig, and the thread count is
 // applied to OpenMP and OpenBLAS when the backend is made, when SetThreads
 // changes it, and again on entry to an op if something else changed the
 // libraries' counts in between (OpenMP and OpenBLAS counts are per process).
@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
@@ -32,15 +34,16 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const BackendOptions& options)
+  CpuBackend(const BackendOptions& options, const CpuBackendOptions& cpu)
       : default_omp_(omp_get_max_threads()), default_blas_(openblas_get_num_threads()) {
     options_ = options;
-    matmul_.sgemm = options.gemm == GemmLibrary::kOpenBlas ? cpu::SgemmLibrary::kOpenBlas : cpu::SgemmLibrary::kOneDnn;
-    options_.gemm = options.gemm == GemmLibrary::kOpenBlas ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn;
-    bf16_chosen_ = options.bf16_gemm != Bf16GemmLibrary::kAuto;
-    options_.bf16_gemm = CpuBf16GemmLibrary(options.bf16_gemm);
-    matmul_.bf16 = options_.bf16_gemm == Bf16GemmLibrary::kOneDnn ? cpu::Bf16GemmPath::kOneDnn
-                                                                  : cpu::Bf16GemmPath::kRoundedSgemm;
+    cpu_ = cpu;
+    matmul_.sgemm = cpu.gemm == GemmLibrary::kOpenBlas ? cpu::SgemmLibrary::kOpenBlas : cpu::SgemmLibrary::kOneDnn;
+    cpu_.gemm = cpu.gemm == GemmLibrary::kOpenBlas ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn;
+    bf16_chosen_ = cpu.bf16_gemm != Bf16GemmLibrary::kAuto;
+    cpu_.bf16_gemm = CpuBf16GemmLibrary(cpu.bf16_gemm);
+    matmul_.bf16 = cpu_.bf16_gemm == Bf16GemmLibrary::kOneDnn ? cpu::Bf16GemmPath::kOneDnn
+                                                              : cpu::Bf16GemmPath::kRoundedSgemm;
     if (options_.threads > 0) ApplyThreads();  // 0: leave the libraries' counts untouched
   }
 
@@ -93,9 +96,9 @@ class CpuBackend final : public Backend {
   cpu::AttentionConfig AttentionConfig() const {
     cpu::AttentionConfig c;
     c.bf16 = matmul_.precision == MatmulPrecision::kBF16;
-    c.backward_key_parts = options_.attention_key_parts;
-    c.isa = options_.attention_isa;
-    c.bf16_amx = options_.attention_amx;
+    c.backward_key_parts = cpu_.attention_key_parts;
+    c.isa = cpu_.attention_isa;
+    c.bf16_amx = cpu_.attention_amx;
     return c;
   }
   void AttentionMerge(const AttentionMergeParams& p) override { VALIDATED(p); cpu::AttentionMerge(p); }
@@ -110,6 +113,7 @@ class CpuBackend final : public Backend {
   MatmulPrecision matmul_precision() const override { return matmul_.precision; }
 
   BackendOptions options() const override { return options_; }
+  const CpuBackendOptions& cpu_options() const { return cpu_; }
   absl::Status SetThreads(int threads) override {
     if (threads < 0) return absl::InvalidArgumentError(absl::StrCat("cpu backend: threads must be >= 0 (got ", threads, ")"));
     options_.threads = threads;
@@ -122,6 +126,7 @@ class CpuBackend final : public Backend {
       return absl::StrCat(cpu::Bf16GemmDescription(matmul_.bf16, bf16_chosen_), "; fp32 products on ", fp32);
     return absl::StrCat("fp32 sgemm: ", fp32);
   }
+  Bf16OperandCopies bf16_operand_copies() const override { return CpuBf16OperandCopies(cpu_); }
 
  private:
   // threads > 0: that count for OpenMP and OpenBLAS; 0: the counts the
@@ -143,6 +148,7 @@ class CpuBackend final : public Backend {
   }
 
   BackendOptions options_;
+  CpuBackendOptions cpu_;  // kAuto libraries resolved
   cpu::MatmulConfig matmul_;
   bool bf16_chosen_ = false;
   const int default_omp_, default_blas_;
@@ -150,17 +156,17 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-absl::Status ValidateCpuBackendOptions(const BackendOptions& options) {
-  if (!cpu::AttentionIsaSupported(options.attention_isa))
+absl::Status ValidateCpuBackendOptions(const BackendOptions& options, const CpuBackendOptions& cpu) {
+  if (!cpu::AttentionIsaSupported(cpu.attention_isa))
     return absl::InvalidArgumentError(absl::StrCat("cpu backend: attention ISA ",
-                                                   cpu::AttentionIsaName(options.attention_isa),
+                                                   cpu::AttentionIsaName(cpu.attention_isa),
                                                    " is not supported by this CPU"));
   if (options.threads < 0)
     return absl::InvalidArgumentError(absl::StrCat("cpu backend: threads must be >= 0 (got ", options.threads, ")"));
-  if (options.attention_key_parts < 0 || options.attention_key_parts > kMaxAttentionKeyParts)
+  if (cpu.attention_key_parts < 0 || cpu.attention_key_parts > kMaxAttentionKeyParts)
     return absl::InvalidArgumentError(absl::StrCat("cpu backend: attention key parts must be 0 (automatic) to ",
-                                                   kMaxAttentionKeyParts, " (got ", options.attention_key_parts, ")"));
-  if (options.bf16_gemm == Bf16GemmLibrary::kOneDnn) {
+                                                   kMaxAttentionKeyParts, " (got ", cpu.attention_key_parts, ")"));
+  if (cpu.bf16_gemm == Bf16GemmLibrary::kOneDnn) {
     absl::Status st = cpu::CheckBf16GemmPath(cpu::Bf16GemmPath::kOneDnn);
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cpu backend: ", st.message()));
   }
@@ -173,10 +179,67 @@ Bf16GemmLibrary CpuBf16GemmLibrary(Bf16GemmLibrary asked) {
                                                                : Bf16GemmLibrary::kRoundedSgemm;
 }
 
-std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options) {
-  absl::Status st = ValidateCpuBackendOptions(options);
+Bf16OperandCopies CpuBf16OperandCopies(const CpuBackendOptions& cpu) {
+  Bf16OperandCopies c;
+  const bool onednn = CpuBf16GemmLibrary(cpu.bf16_gemm) == Bf16GemmLibrary::kOneDnn;
+  c.f32_element_bytes = onednn ? 2 : 4;   // PrepareBf16Operand: BF16 bits, or F32 holding bf16 values
+  c.bf16_element_bytes = onednn ? 0 : 4;  // oneDNN reads BF16 operands as they are; sgemm needs them widened
+  c.pad_bytes = 1;                        // PrepareBf16Operand reserves one byte more than the copy
+  c.align_bytes = 64;                     // Bf16Scratch::Reserve
+  c.dlogits_unpadded = onednn;            // lm_head_loss.cc: rows converted into an exact buffer
+  return c;
+}
+
+std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options, const CpuBackendOptions& cpu) {
+  absl::Status st = ValidateCpuBackendOptions(options, cpu);
   CHECK(st.ok()) << st;
-  return std::make_unique<CpuBackend>(options);
+  return std::make_unique<CpuBackend>(options, cpu);
+}
+
+std::optional<CpuBackendOptions> CpuBackendOptionsOf(const Backend& backend) {
+  const auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
+  if (cpu == nullptr) return std::nullopt;
+  return cpu->cpu_options();
+}
+
+absl::StatusOr<GemmLibrary> ParseGemmLibrary(std::string_view name) {
+  if (name == "auto") return GemmLibrary::kAuto;
+  if (name == "onednn") return GemmLibrary::kOneDnn;
+  if (name == "openblas") return GemmLibrary::kOpenBlas;
+  return absl::InvalidArgumentError(absl::StrCat("GEMM library '", std::string(name), "': expected auto, onednn or openblas"));
+}
+
+absl::StatusOr<Bf16GemmLibrary> ParseBf16GemmLibrary(std::string_view name) {
+  if (name == "auto") return Bf16GemmLibrary::kAuto;
+  if (name == "onednn") return Bf16GemmLibrary::kOneDnn;
+  if (name == "sgemm" || name == "rounded-sgemm") return Bf16GemmLibrary::kRoundedSgemm;
+  return absl::InvalidArgumentError(absl::StrCat("bf16 GEMM path '", std::string(name), "': expected auto, sgemm or onednn"));
+}
+
+absl::StatusOr<CpuAttentionIsa> ParseCpuAttentionIsa(std::string_view name) {
+  for (CpuAttentionIsa isa :
+       {CpuAttentionIsa::kAuto, CpuAttentionIsa::kAvx512, CpuAttentionIsa::kAvx2, CpuAttentionIsa::kScalar})
+    if (name == CpuAttentionIsaName(isa)) return isa;
+  return absl::InvalidArgumentError(
+      absl::StrCat("attention ISA '", std::string(name), "': expected auto, avx512, avx2 or scalar"));
+}
+
+const char* CpuAttentionIsaName(CpuAttentionIsa isa) { return cpu::AttentionIsaName(isa); }
+
+const char* GemmLibraryName(GemmLibrary library) {
+  switch (library) {
+    case GemmLibrary::kOneDnn: return "onednn";
+    case GemmLibrary::kOpenBlas: return "openblas";
+    default: return "auto";
+  }
+}
+
+const char* Bf16GemmLibraryName(Bf16GemmLibrary library) {
+  switch (library) {
+    case Bf16GemmLibrary::kOneDnn: return "onednn";
+    case Bf16GemmLibrary::kRoundedSgemm: return "rounded-sgemm";
+    default: return "auto";
+  }
 }
 
 }  // namespace longctx

@@ -3,10 +3,10 @@
 // ran the model's GEMM shapes (k = 512..2816, fused q|k|v and gate|up, the
 // weight-gradient TN products) 10-80 % faster than OpenBLAS 0.3.21, while
 // OpenBLAS stays the reference BLAS for F64 and a selectable alternative. The
-// choice is the backend's (BackendOptions::gemm, kernels/backend.h), handed to
-// each product in a MatmulConfig, so a benchmark can compare the two and a test
-// can run both; both are row-major with leading dimensions, so strided views
-// are never copied.
+// choice is the backend's (CpuBackendOptions::gemm, kernels/cpu/cpu_backend.h),
+// handed to each product in a MatmulConfig, so a benchmark can compare the two
+// and a test can run both; both are row-major with leading dimensions, so
+// strided views are never copied.
 #ifndef LONGCTX_KERNELS_CPU_GEMM_LIBRARY_H_
 #define LONGCTX_KERNELS_CPU_GEMM_LIBRARY_H_
 
@@ -32,7 +32,7 @@ const char* OpenBlasCoreName();
 
 // How one backend's products run: the precision of F32 products, the library
 // of F32 sgemm and the path of bf16 products. CpuBackend holds one (from its
-// BackendOptions); a kernel test builds its own. The defaults are what a CPU
+// CpuBackendOptions); a kernel test builds its own. The defaults are what a CPU
 // backend made with default options uses.
 struct MatmulConfig {
   MatmulPrecision precision = MatmulPrecision::kF32;

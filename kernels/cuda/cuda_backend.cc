@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "base/log.h"
 
@@ -278,22 +279,10 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const BackendOptions& options) {
-  // The GEMM library options choose CPU libraries: cuBLAS is the only one here.
+  // Options of other backends (the CPU's libraries) are refused by the
+  // registry, which knows them; here only what every backend understands.
   if (options.threads < 0)
     return absl::InvalidArgumentError(absl::StrCat("cuda backend: threads must be >= 0 (got ", options.threads, ")"));
-  if (options.gemm != GemmLibrary::kAuto)
-    return absl::InvalidArgumentError(absl::StrCat("cuda backend: GEMM library '", GemmLibraryName(options.gemm),
-                                                   "' is a CPU option (cuBLAS computes products here)"));
-  if (options.bf16_gemm != Bf16GemmLibrary::kAuto)
-    return absl::InvalidArgumentError(absl::StrCat("cuda backend: bf16 GEMM path '",
-                                                   Bf16GemmLibraryName(options.bf16_gemm),
-                                                   "' is a CPU option (cuBLAS computes products here)"));
-  if (options.attention_key_parts != 0)
-    return absl::InvalidArgumentError("cuda backend: attention key parts are a CPU option");
-  if (options.attention_isa != CpuAttentionIsa::kAuto)
-    return absl::InvalidArgumentError("cuda backend: the attention ISA (--attention_isa) is a CPU option");
-  if (!options.attention_amx)
-    return absl::InvalidArgumentError("cuda backend: --attention_amx is a CPU option");
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "tests/support/test_util.h"
@@ -92,7 +93,7 @@ TEST_F(CheckpointIntegrityTest, EveryCorruptWeightByteIsAnErrorNamingTheFile) {
   ASSERT_TRUE(config.ok());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   ASSERT_TRUE(dims.ok());
-  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", BackendOptions{});
+  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", BackendSettings{});
   ASSERT_TRUE(be.ok());
   Transformer t(*dims, be->get(), DType::kF32);
   ASSERT_TRUE(LoadModelWeights(ckpt, &t).ok());
@@ -210,7 +211,7 @@ TEST_F(CheckpointIntegrityTest, NonFiniteWeightsAreNeverSaved) {
   ASSERT_TRUE(config.ok());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   ASSERT_TRUE(dims.ok());
-  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", BackendOptions{});
+  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", BackendSettings{});
   ASSERT_TRUE(be.ok());
   Transformer t(*dims, be->get(), DType::kF32);
   t.InitParams(1);

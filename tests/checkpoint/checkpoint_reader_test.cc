@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
@@ -153,7 +154,7 @@ TEST_F(CheckpointReaderTest, ShardedRangesMatchTheValuesWritten) {
 // The full layout (SaveCheckpoint's model.safetensors + optimizer.safetensors
 // with Hugging Face names): random ranges cross tensor boundaries.
 TEST_F(CheckpointReaderTest, FullCopyRangesMatchTheValuesWritten) {
-  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", BackendOptions{});
+  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", BackendSettings{});
   ASSERT_TRUE(be.ok());
   Transformer t(dims_, be->get(), DType::kF32);
   AdamW opt(&t.layout(), be->get(), DType::kF32, AdamWSettings{});

@@ -22,10 +22,12 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "data/make_tokenizer.h"
 #include "gtest/gtest.h"
 #include "data/packer.h"
 #include "data/tokenizer.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "model/config.h"
 #include "model/hf_config.h"
 #include "model/param_layout.h"

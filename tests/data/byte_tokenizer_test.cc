@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "data/make_tokenizer.h"
 #include "gtest/gtest.h"
 
 namespace longctx {

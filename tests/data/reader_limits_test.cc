@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/make_tokenizer.h"
 #include "data/shard_reader.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"

@@ -29,6 +29,7 @@
 
 #include "data/llama3_pretokenizer.h"
 #include "data/llama3_tokenizer.h"
+#include "data/make_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/text_corpus.h"
 #include "data/tokenizer.h"

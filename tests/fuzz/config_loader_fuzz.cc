@@ -10,6 +10,12 @@
 #include "train/config_loader.h"
 #include "train/setup/memory_check.h"
 
+// Operand copies of the two kinds a backend reports (kernels/backend.h): F32
+// operands copied to bf16 (BF16 ones read as they are), and every operand
+// widened to fp32; the fuzz build links no backend to ask.
+constexpr longctx::Bf16OperandCopies kBf16Copies{2, 0, 1, 64, true};
+constexpr longctx::Bf16OperandCopies kF32Copies{4, 4, 1, 64, false};
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   // A trailing "\n--" splits the input into the file and one override.
@@ -24,11 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto dims = longctx::ResolveModelConfig(config->model());
   if (!dims.ok()) __builtin_trap();  // LoadTrainConfig validated it
   (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kTraining, 2, 2, int64_t{8} << 30,
-                                 longctx::Bf16Operands::kBf16Copies);
+                                 kBf16Copies);
   (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kTraining, 1, 1, int64_t{8} << 30,
-                                 longctx::Bf16Operands::kF32Copies);
+                                 kF32Copies);
   (void)longctx::CheckMemoryFits(*config, *dims, longctx::MemoryUse::kInference, 1, 1, int64_t{8} << 30,
-                                 longctx::Bf16Operands::kInKernel);
+                                 longctx::Bf16OperandCopies{});
   (void)longctx::ToTextProto(*config, /*include_defaults=*/true);
   return 0;
 }

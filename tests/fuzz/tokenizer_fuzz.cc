@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "data/make_tokenizer.h"
 #include "data/tokenizer.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -1,9 +1,9 @@
-// Why: BackendOptions::attention_isa lets a benchmark (`bench attention
+// Why: CpuBackendOptions::attention_isa lets a benchmark (`bench attention
 // --attention_isa=avx2`) or a user run the AVX2 or scalar attention tiles on a
 // CPU that has better ones. The option must reach the kernels — the backend's
 // outputs are the direct call's with that ISA, bit for bit, at both matmul
 // precisions — a choice the CPU cannot run must be refused when the backend is
-// made, naming it, and the names must parse both ways. BackendOptions::
+// made, naming it, and the names must parse both ways. CpuBackendOptions::
 // attention_amx = false (`bench attention --attention_amx=false`) runs the bf16
 // tiles on vdpbf16ps even on an AMX CPU, so that path can be measured there.
 #include <memory>
@@ -12,8 +12,10 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "kernels/cpu/attention_packed_bf16.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/support/attention_fixture.h"
 
@@ -45,13 +47,13 @@ struct Choice {
 
 // One forward and backward of case c on inputs in, twice: by the direct call
 // with the cpu::AttentionConfig of `choice`, and through a CPU backend made
-// with the BackendOptions of `choice` (at bf16 when it says so). Their
+// with the CpuBackendOptions of `choice` (at bf16 when it says so). Their
 // outputs, the options the backend kept, and how many packed bf16 driver
 // calls the backend's run made on the tile unit and on vdpbf16ps. False (a
 // failure recorded) when the backend cannot be made.
 struct BothWays {
   std::vector<std::vector<double>> direct, via;
-  BackendOptions kept;
+  CpuBackendOptions kept;
   int64_t tiles = 0, dots = 0;
 };
 bool RunBothWays(const Case& c, const Inputs& in, const Choice& choice, BothWays& out) {
@@ -59,9 +61,9 @@ bool RunBothWays(const Case& c, const Inputs& in, const Choice& choice, BothWays
   config.isa = choice.isa;
   config.bf16 = choice.bf16;
   config.bf16_amx = choice.amx;
-  BackendOptions o;
-  o.attention_isa = choice.isa;
-  o.attention_amx = choice.amx;
+  BackendSettings o;
+  o.cpu.attention_isa = choice.isa;
+  o.cpu.attention_amx = choice.amx;
   const bool bf16 = choice.bf16;
   Buffers<float> direct(c, in), via(c, in);
   direct.config = config;
@@ -73,7 +75,7 @@ bool RunBothWays(const Case& c, const Inputs& in, const Choice& choice, BothWays
     ADD_FAILURE() << be.status();
     return false;
   }
-  out.kept = (*be)->options();
+  out.kept = CpuBackendOptionsOf(**be).value_or(CpuBackendOptions{});
   if (bf16 && !(*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok()) {
     ADD_FAILURE() << "SetMatmulPrecision(kBF16)";
     return false;
@@ -149,8 +151,8 @@ TEST(AttentionIsaOptionTest, AttentionAmxFalseRunsTheDotProductTiles) {
 TEST(AttentionIsaOptionTest, AChoiceThisCpuCannotRunIsRefusedAndNamesParse) {
   for (CpuAttentionIsa isa : kAll) {
     EXPECT_EQ(*ParseCpuAttentionIsa(CpuAttentionIsaName(isa)), isa);
-    BackendOptions o;
-    o.attention_isa = isa;
+    BackendSettings o;
+    o.cpu.attention_isa = isa;
     absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
     if (cpu::AttentionIsaSupported(isa)) {
       EXPECT_TRUE(be.ok()) << CpuAttentionIsaName(isa) << ": " << be.status();

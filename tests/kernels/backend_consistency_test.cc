@@ -29,6 +29,8 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/math/bf16.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/math/bf16.h"
@@ -193,12 +195,12 @@ TEST(GemmBf16Test, DispatchAtBf16PrecisionUsesTheConfiguredPath) {
   for (const Case& c : kCases) RunCase(c, cpu::AutoBf16GemmPath(), /*use_dispatch=*/true, seed += 10);
   // A CPU backend takes the path from its options, or refuses one that cannot run here.
   for (Bf16GemmPath path : kPaths) {
-    BackendOptions o;
-    o.bf16_gemm = path == Bf16GemmPath::kOneDnn ? Bf16GemmLibrary::kOneDnn : Bf16GemmLibrary::kRoundedSgemm;
+    BackendSettings o;
+    o.cpu.bf16_gemm = path == Bf16GemmPath::kOneDnn ? Bf16GemmLibrary::kOneDnn : Bf16GemmLibrary::kRoundedSgemm;
     absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend("cpu", o);
     if (Runnable(path)) {
       ASSERT_TRUE(b.ok()) << b.status();
-      EXPECT_EQ((*b)->options().bf16_gemm, o.bf16_gemm);
+      EXPECT_EQ(CpuBackendOptionsOf(**b)->bf16_gemm, o.cpu.bf16_gemm);
     } else {
       EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition) << b.status();
     }
@@ -207,9 +209,9 @@ TEST(GemmBf16Test, DispatchAtBf16PrecisionUsesTheConfiguredPath) {
   EXPECT_TRUE(Runnable(cpu::AutoBf16GemmPath()));
   absl::StatusOr<std::unique_ptr<Backend>> b = MakeBackend("cpu");
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ((*b)->options().bf16_gemm, cpu::AutoBf16GemmPath() == Bf16GemmPath::kOneDnn
-                                           ? Bf16GemmLibrary::kOneDnn
-                                           : Bf16GemmLibrary::kRoundedSgemm);
+  EXPECT_EQ(CpuBackendOptionsOf(**b)->bf16_gemm, cpu::AutoBf16GemmPath() == Bf16GemmPath::kOneDnn
+                                                    ? Bf16GemmLibrary::kOneDnn
+                                                    : Bf16GemmLibrary::kRoundedSgemm);
 }
 
 TEST(GemmBf16Test, F64StaysExactAtBf16Precision) {

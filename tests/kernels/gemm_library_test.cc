@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_library.h"
 #include "tests/support/finite_diff.h"
@@ -158,10 +159,10 @@ TEST(GemmLibraryTest, CpuBackendOptionsChooseTheLibrary) {
     std::vector<float> direct[2];
     int i = 0;
     for (GemmLibrary g : {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas}) {
-      BackendOptions o;
+      CpuBackendOptions o;
       o.gemm = g;
-      std::unique_ptr<Backend> be = MakeCpuBackend(o);
-      EXPECT_EQ(be->options().gemm, g);
+      std::unique_ptr<Backend> be = MakeCpuBackend({}, o);
+      EXPECT_EQ(CpuBackendOptionsOf(*be)->gemm, g);
       const std::vector<float> by_backend = product([&](const GemmParams& p) { be->Gemm(p); });
       direct[i] = product([&](const GemmParams& p) {
         cpu::Sgemm(p, g == GemmLibrary::kOneDnn ? SgemmLibrary::kOneDnn : SgemmLibrary::kOpenBlas);
@@ -172,7 +173,7 @@ TEST(GemmLibraryTest, CpuBackendOptionsChooseTheLibrary) {
     libraries_differ = libraries_differ || direct[0] != direct[1];
   }
   EXPECT_TRUE(libraries_differ) << "oneDNN and OpenBLAS agree bit for bit on every shape; the test cannot tell them apart";
-  EXPECT_EQ(MakeCpuBackend()->options().gemm, GemmLibrary::kOneDnn);  // kAuto resolves to oneDNN
+  EXPECT_EQ(CpuBackendOptionsOf(*MakeCpuBackend())->gemm, GemmLibrary::kOneDnn);  // kAuto resolves to oneDNN
   EXPECT_FALSE(ParseGemmLibrary("mkl").ok());
   EXPECT_EQ(*ParseGemmLibrary("openblas"), GemmLibrary::kOpenBlas);
 }

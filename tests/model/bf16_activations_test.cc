@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/math/bf16.h"
 #include "launch/communicator.h"
@@ -232,8 +234,8 @@ struct Storage {
 constexpr int64_t kTokens = 48;
 
 Result RunPass(const ModelDims& dims, const Storage& st, Bf16GemmLibrary lib = Bf16GemmLibrary::kAuto) {
-  BackendOptions o;
-  o.bf16_gemm = lib;
+  BackendSettings o;
+  o.cpu.bf16_gemm = lib;
   absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu", o);
   EXPECT_TRUE(be.ok()) << be.status();
   EXPECT_TRUE((*be)->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
@@ -292,8 +294,8 @@ const std::vector<Case>& Cases() {
 
 std::vector<Bf16GemmLibrary> GemmPaths() {
   std::vector<Bf16GemmLibrary> libs = {Bf16GemmLibrary::kRoundedSgemm};
-  BackendOptions o;
-  o.bf16_gemm = Bf16GemmLibrary::kOneDnn;
+  BackendSettings o;
+  o.cpu.bf16_gemm = Bf16GemmLibrary::kOneDnn;
   if (MakeBackend("cpu", o).ok()) libs.push_back(Bf16GemmLibrary::kOneDnn);
   return libs;
 }

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 

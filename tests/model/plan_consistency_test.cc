@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "base/log.h"
 #include "model/config.h"
@@ -110,9 +111,9 @@ void StepAndCompareBf16Copies(const Bf16CopiesCase& k) {
   c.set_sliding_window(16);
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(c);
   CHECK(dims.ok()) << dims.status();
-  BackendOptions options;
+  CpuBackendOptions options;
   options.bf16_gemm = k.library;
-  std::unique_ptr<Backend> be = MakeCpuBackend(options);
+  std::unique_ptr<Backend> be = MakeCpuBackend({}, options);
   CHECK(be->SetMatmulPrecision(MatmulPrecision::kBF16).ok());
   Transformer model(*dims, be.get(), DType::kF32);
   model.InitParams(1);
@@ -126,8 +127,8 @@ void StepAndCompareBf16Copies(const Bf16CopiesCase& k) {
   model.ForwardBackward(b, 1.0 / n, true);
   model.ForwardBackward(b, 1.0 / n, false);
   const int64_t held = cpu::Bf16ScratchBytes();
-  const Bf16Operands ops =
-      k.library == Bf16GemmLibrary::kOneDnn ? Bf16Operands::kBf16Copies : Bf16Operands::kF32Copies;
+  // The plan asks the backend what its products copy.
+  const Bf16OperandCopies ops = be->bf16_operand_copies();
   const MemoryPlan m =
       EstimateTrainingMemory(*dims, batch, seq, 0, k.recompute_every, k.bf16_storage, true, ops);
   std::fprintf(stderr, "before %lld held %lld planned %lld (layers %lld, LM head %lld)\n",
@@ -163,6 +164,13 @@ INSTANTIATE_TEST_SUITE_P(
                                      true}),
     [](const ::testing::TestParamInfo<Bf16CopiesCase>& info) { return info.param.name; });
 
+// The CPU library's copies, as its backend reports them (bf16_operand_copies).
+Bf16OperandCopies CopiesOf(Bf16GemmLibrary library) {
+  CpuBackendOptions o;
+  o.bf16_gemm = library;
+  return CpuBf16OperandCopies(o);
+}
+
 // The plan's line follows the precision and the library: none for fp32
 // products or in-kernel rounding, and fp32 copies twice the bf16 ones' bytes
 // (up to each buffer's 64-byte rounding).
@@ -176,10 +184,15 @@ TEST(PlanBf16Copies, FollowPrecisionAndLibrary) {
   c.set_ffn_hidden_size(1408);
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(c);
   ASSERT_TRUE(dims.ok());
-  const MemoryPlan fp32 = EstimateTrainingMemory(*dims, 4, 512, 0, 0, false, false, Bf16Operands::kBf16Copies);
-  const MemoryPlan gpu = EstimateTrainingMemory(*dims, 4, 512, 0, 0, false, true, Bf16Operands::kInKernel);
-  const MemoryPlan half = EstimateTrainingMemory(*dims, 4, 512, 0, 0, false, true, Bf16Operands::kBf16Copies);
-  const MemoryPlan full = EstimateTrainingMemory(*dims, 4, 512, 0, 0, false, true, Bf16Operands::kF32Copies);
+  const Bf16OperandCopies onednn = CopiesOf(Bf16GemmLibrary::kOneDnn);
+  const Bf16OperandCopies sgemm = CopiesOf(Bf16GemmLibrary::kRoundedSgemm);
+  const MemoryPlan fp32 = EstimateTrainingMemory(*dims, 4, 512, 0, 0, false, false, onednn);
+  const MemoryPlan gpu = EstimateTrainingMemory(*dims, 4, 512, 0, 0, false, true, Bf16OperandCopies{});
+  const MemoryPlan half = EstimateTrainingMemory(*dims, 4, 512, 0, 0, false, true, onednn);
+  const MemoryPlan full = EstimateTrainingMemory(*dims, 4, 512, 0, 0, false, true, sgemm);
+  EXPECT_STREQ(half.bf16_operands.name(), "bf16 copies");
+  EXPECT_STREQ(full.bf16_operands.name(), "fp32 copies");
+  EXPECT_STREQ(gpu.bf16_operands.name(), "none");
   EXPECT_EQ(fp32.bf16_operand_copies, 0);
   EXPECT_EQ(gpu.bf16_operand_copies, 0);
   EXPECT_EQ(half.activations, gpu.activations + half.bf16_operand_copies);

@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "model/hf_config.h"
 #include "model/layer_attention.h"

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "model/layer_attention.h"
 #include "tests/support/explicit_position_attention.h"

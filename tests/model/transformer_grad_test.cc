@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "tests/support/test_seed.h"

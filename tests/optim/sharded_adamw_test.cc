@@ -3,6 +3,7 @@
 // (2) three shards whose boundaries cut buffers inside slices (norm weights
 // undecayed next to decayed matrices) update exactly the elements the full
 // AdamW updates, with the same bits; (3) ShardOf covers a buffer exactly.
+#include "kernels/cpu/cpu_backend.h"
 #include "optim/sharded_adamw.h"
 
 #include <cstring>

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/transformer.h"

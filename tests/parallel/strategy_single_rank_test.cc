@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "launch/communicator.h"
 #include "model/config.h"
 #include "model/transformer.h"

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "data/byte_tokenizer.h"
 #include "data/chat_template.h"
+#include "data/make_tokenizer.h"
 #include "data/sft_jsonl.h"
 #include "data/sft_token_file.h"
 #include "data/tokenizer.h"

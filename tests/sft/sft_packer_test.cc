@@ -15,6 +15,7 @@
 #include "data/sft_token_file.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "tests/support/test_util.h"

@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/plan.h"
 #include "tests/support/test_util.h"
 #include "train/checkpoint/checkpoint.h"
@@ -33,7 +34,7 @@ TrainConfig Demo(const std::vector<std::string>& overrides) {
 absl::Status Check(const TrainConfig& c, MemoryUse use, int64_t available, int world = 1, int node = 1) {
   auto dims = ResolveModelConfig(c.model());
   EXPECT_TRUE(dims.ok()) << dims.status();
-  return CheckMemoryFits(c, *dims, use, world, node, available, Bf16Operands::kInKernel);
+  return CheckMemoryFits(c, *dims, use, world, node, available, Bf16OperandCopies{});
 }
 
 TEST(MemoryCheck, DemoFitsAndTheBoundaryIsThePlanTotal) {
@@ -49,15 +50,22 @@ TEST(MemoryCheck, DemoFitsAndTheBoundaryIsThePlanTotal) {
   EXPECT_TRUE(Check(c, MemoryUse::kTraining, -1).ok());  // unknown memory: no verdict
 }
 
+// The copies a CPU backend running `library` reports.
+Bf16OperandCopies CopiesOf(Bf16GemmLibrary library) {
+  CpuBackendOptions o;
+  o.bf16_gemm = library;
+  return CpuBf16OperandCopies(o);
+}
+
 // At bf16 precision the boundary is the plan's total with the operand copies
-// of the library named (kBf16Copies: oneDNN, kF32Copies: rounded sgemm), and
+// of the library named (oneDNN: bf16 copies, rounded sgemm: fp32 copies), and
 // those copies are part of it: the fp32-copies total is the larger.
 TEST(MemoryCheck, Bf16BoundaryCountsTheOperandCopies) {
   const TrainConfig c = Demo({"--precision=bf16"});
   auto dims = ResolveModelConfig(c.model());
   ASSERT_TRUE(dims.ok());
-  for (Bf16Operands ops : {Bf16Operands::kBf16Copies, Bf16Operands::kF32Copies}) {
-    SCOPED_TRACE(Bf16OperandsName(ops));
+  for (const Bf16OperandCopies& ops : {CopiesOf(Bf16GemmLibrary::kOneDnn), CopiesOf(Bf16GemmLibrary::kRoundedSgemm)}) {
+    SCOPED_TRACE(ops.name());
     const MemoryPlan m = EstimateTrainingMemory(*dims, c.data().batch_size(), c.data().seq_len(), 0, 0,
                                                 false, true, ops);
     ASSERT_GT(m.bf16_operand_copies, 0);
@@ -66,9 +74,10 @@ TEST(MemoryCheck, Bf16BoundaryCountsTheOperandCopies) {
               absl::StatusCode::kResourceExhausted);
   }
   const int64_t half = EstimateTrainingMemory(*dims, c.data().batch_size(), c.data().seq_len(), 0, 0, false, true,
-                                              Bf16Operands::kBf16Copies)
+                                              CopiesOf(Bf16GemmLibrary::kOneDnn))
                            .total;
-  EXPECT_FALSE(CheckMemoryFits(c, *dims, MemoryUse::kTraining, 1, 1, half, Bf16Operands::kF32Copies).ok());
+  EXPECT_FALSE(
+      CheckMemoryFits(c, *dims, MemoryUse::kTraining, 1, 1, half, CopiesOf(Bf16GemmLibrary::kRoundedSgemm)).ok());
 }
 
 TEST(MemoryCheck, ProbeSizesAreRefusedNamingTheField) {

@@ -4,6 +4,7 @@
 // positions (two different code paths: training forward vs KV-cache prefill),
 // and its greedy continuation is the argmax chain of a fresh prefill over the
 // growing sequence, stopping at the stop id. Random, perturbed weights.
+#include "kernels/backend_registry.h"
 #include "train/probe/niah_probe_model.h"
 
 #include <cmath>

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "kernels/backend_registry.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "tests/support/test_util.h"

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "data/make_tokenizer.h"
 #include "data/retrieval_task.h"
 #include "data/tokenizer.h"
 #include "model/attention_analysis.h"

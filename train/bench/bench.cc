@@ -24,6 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_library.h"
 #include "kernels/cpu/line_vector.h"
@@ -316,7 +318,7 @@ struct BenchFlags {
   int peer_steps = 0, peer_warmup = -1;  // 0 / -1 = same as steps / warmup
   std::string peer, python = "/usr/bin/python3", peer_script, bf16_gemm = "auto", sgemm = "auto";
   bool profile = false;
-  BackendOptions backend;  // --sgemm and --bf16_gemm (threads come from the config)
+  BackendSettings backend;  // --sgemm and --bf16_gemm (threads come from the config)
 };
 
 absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) {
@@ -330,7 +332,7 @@ absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) 
   LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "bf16_gemm", &f->bf16_gemm));
   LONGCTX_RETURN_IF_ERROR(TakeStringOverride(overrides, "sgemm", &f->sgemm));
   if (absl::StatusOr<GemmLibrary> g = ParseGemmLibrary(f->sgemm); g.ok()) {
-    f->backend.gemm = *g;
+    f->backend.cpu.gemm = *g;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("--sgemm: must be auto, onednn or openblas (got \"", f->sgemm, "\")"));
@@ -342,7 +344,7 @@ absl::Status TakeBenchFlags(std::vector<std::string>& overrides, BenchFlags* f) 
   if (f->peer_steps == 0) f->peer_steps = f->steps;
   if (f->peer_warmup < 0) f->peer_warmup = f->warmup;
   if (f->bf16_gemm == "auto" || f->bf16_gemm == "sgemm" || f->bf16_gemm == "onednn") {
-    f->backend.bf16_gemm = *ParseBf16GemmLibrary(f->bf16_gemm);
+    f->backend.cpu.bf16_gemm = *ParseBf16GemmLibrary(f->bf16_gemm);
     if (f->bf16_gemm != "onednn") return absl::OkStatus();
     absl::Status st = cpu::CheckBf16GemmPath(cpu::Bf16GemmPath::kOneDnn);
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("--bf16_gemm=onednn: ", st.message()));

@@ -51,6 +51,8 @@
 #include "absl/strings/str_split.h"
 #include "kernels/backend.h"
 #include "base/log.h"
+#include "kernels/backend_registry.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"
@@ -262,10 +264,10 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
   if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   if (!dims.ok()) return FailCommand(dims.status());
-  BackendOptions backend_options;
-  backend_options.attention_key_parts = key_parts;
-  backend_options.attention_isa = *isa;
-  backend_options.attention_amx = amx;
+  BackendSettings backend_options;
+  backend_options.cpu.attention_key_parts = key_parts;
+  backend_options.cpu.attention_isa = *isa;
+  backend_options.cpu.attention_amx = amx;
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       MakeBackendForConfig(*config, backend_options);  // with its threads
   if (!backend.ok()) return FailCommand(backend.status());

@@ -74,6 +74,7 @@ class ProfilingBackend final : public Backend {
   BackendOptions options() const override { return inner_->options(); }
   absl::Status SetThreads(int threads) override { return inner_->SetThreads(threads); }
   std::string MatmulDescription() const override { return inner_->MatmulDescription(); }
+  Bf16OperandCopies bf16_operand_copies() const override { return inner_->bf16_operand_copies(); }
 
  private:
   struct Stat {

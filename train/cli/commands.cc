@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/corpus_builder.h"
+#include "data/make_tokenizer.h"
 #include "data/posfreq_analysis.h"
 #include "data/text_corpus.h"
 #include "data/token_file.h"
@@ -48,8 +49,9 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
   // so no rank waits forever in a collective. The cuda backend's gradients
   // and shards live in device memory: its ranks talk over NCCL (host scalars
   // still over MPI), the cpu backend's over MPI.
-  absl::StatusOr<std::unique_ptr<Communicator>> comm =
-      MakeCommunicator(config->backend() == "cuda" ? Device::kCuda : Device::kCpu);
+  absl::StatusOr<BackendInfo> backend = FindBackend(config->backend());
+  if (!backend.ok()) return FailCommand(backend.status());
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(backend->device);
   if (!comm.ok()) return FailCommand(comm.status());
   const bool multi = (*comm)->world_size() > 1;
   const int rank = (*comm)->rank();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "data/make_tokenizer.h"
 #include "data/tokenizer.h"
 #include "model/inference.h"
 #include "model/sampling.h"

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "data/byte_tokenizer.h"
 #include "data/chat_template.h"
+#include "data/make_tokenizer.h"
 #include "data/sft_jsonl.h"
 #include "data/sft_packer.h"
 #include "data/sft_token_file.h"

@@ -7,7 +7,7 @@
 namespace longctx {
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForConfig(const TrainConfig& config,
-                                                              const BackendOptions& options) {
+                                                              const BackendSettings& options) {
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(config.backend(), BackendOptionsFor(config, options));
   if (!backend.ok())
     return absl::Status(backend.status().code(), absl::StrCat("backend: ", backend.status().message()));
@@ -22,9 +22,9 @@ absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend) {
   return absl::OkStatus();
 }
 
-Bf16Operands Bf16OperandsFor(const TrainConfig& config) {
-  if (config.precision() != BF16 || config.backend() != "cpu") return Bf16Operands::kInKernel;
-  return CpuBf16GemmLibrary() == Bf16GemmLibrary::kOneDnn ? Bf16Operands::kBf16Copies : Bf16Operands::kF32Copies;
+Bf16OperandCopies Bf16OperandsFor(const TrainConfig& config) {
+  if (config.precision() != BF16) return {};
+  return BackendBf16OperandCopies(config.backend(), BackendOptionsFor(config)).value_or(Bf16OperandCopies{});
 }
 
 }  // namespace longctx

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "model/plan.h"
 #include "train/train.pb.h"
 
@@ -17,15 +17,15 @@ namespace longctx {
 // The config's backend made with BackendOptionsFor(config, options) and set to
 // its precision; errors name `backend` or `precision`.
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForConfig(const TrainConfig& config,
-                                                              const BackendOptions& options = {});
+                                                              const BackendSettings& options = {});
 // The config's `precision` as the backend's matmul precision
 // (Backend::SetMatmulPrecision); the error names `precision` and the backend.
 absl::Status ApplyPrecision(const TrainConfig& config, Backend* backend);
 // The operand copies the config's bf16 products keep (model/plan.h, for the
-// memory plan and check): none for fp32 products or off the CPU backend,
-// else those of the library the CPU backend runs them on here
-// (kernels/backend.h, CpuBf16GemmLibrary).
-Bf16Operands Bf16OperandsFor(const TrainConfig& config);
+// memory plan and check): none for fp32 products, else what the config's
+// backend says it keeps (kernels/backend_registry.h, BackendBf16OperandCopies:
+// no backend is made).
+Bf16OperandCopies Bf16OperandsFor(const TrainConfig& config);
 
 }  // namespace longctx
 

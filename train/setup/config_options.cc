@@ -25,7 +25,7 @@ AdamWSettings AdamWSettingsFromConfig(const TrainConfig& config) {
   return s;
 }
 
-BackendOptions BackendOptionsFor(const TrainConfig& config, BackendOptions options) {
+BackendSettings BackendOptionsFor(const TrainConfig& config, BackendSettings options) {
   options.threads = config.threads();
   return options;
 }

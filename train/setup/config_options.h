@@ -9,7 +9,7 @@
 #define LONGCTX_TRAIN_SETUP_CONFIG_OPTIONS_H_
 
 #include "data/packer.h"
-#include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "optim/adamw.h"
 #include "train/train.pb.h"
 
@@ -20,8 +20,8 @@ PackerOptions PackerOptionsFor(const TrainConfig& config, PackerSplit split);
 // AdamW settings from config.optim.
 AdamWSettings AdamWSettingsFromConfig(const TrainConfig& config);
 // The backend options a config asks for: its thread count (`threads`) on top
-// of `options` (the GEMM library choices; `longctx bench` flags set them).
-BackendOptions BackendOptionsFor(const TrainConfig& config, BackendOptions options = {});
+// of `options` (the CPU GEMM library choices; `longctx bench` flags set them).
+BackendSettings BackendOptionsFor(const TrainConfig& config, BackendSettings options = {});
 
 }  // namespace longctx
 

@@ -21,7 +21,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointForEval(const std::string& checkp
   if (!dims.ok()) return dims.status();
   c.dims = *dims;
   // The checkpoint's config.json may name a model this machine cannot hold: say so, do not abort.
-  if (absl::Status fits = CheckMemoryFitsMachine(c.config, c.dims, MemoryUse::kInference, Bf16Operands::kInKernel); !fits.ok())
+  if (absl::Status fits = CheckMemoryFitsMachine(c.config, c.dims, MemoryUse::kInference, Bf16OperandCopies{}); !fits.ok())
     return absl::Status(fits.code(), absl::StrCat(checkpoint, ": ", fits.message()));
   if (open_data == CheckpointData::kOpen) {
     absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(c.config);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/backend_registry.h"
 #include "model/plan.h"
 #include "train/setup/sft_config.h"
 
@@ -57,7 +58,7 @@ int64_t AvailableHostMemory() {
 }
 
 absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, MemoryUse use, int world,
-                             int ranks_on_node, int64_t available_bytes, Bf16Operands bf16_operands) {
+                             int ranks_on_node, int64_t available_bytes, const Bf16OperandCopies& bf16_operands) {
   if (available_bytes < 0) return absl::OkStatus();
   world = std::max(1, world);
   ranks_on_node = std::max(1, ranks_on_node);
@@ -148,8 +149,10 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
 }
 
 absl::Status CheckMemoryFitsMachine(const TrainConfig& config, const ModelDims& dims, MemoryUse use,
-                                    Bf16Operands bf16_operands, int world, int ranks_on_node) {
-  if (config.backend() != "cpu") return absl::OkStatus();
+                                    const Bf16OperandCopies& bf16_operands, int world, int ranks_on_node) {
+  // Host memory is what this checks: only a backend whose tensors live there.
+  if (absl::StatusOr<BackendInfo> b = FindBackend(config.backend()); !b.ok() || b->device != Device::kCpu)
+    return absl::OkStatus();
   return CheckMemoryFits(config, dims, use, world, ranks_on_node, AvailableHostMemory(), bf16_operands);
 }
 

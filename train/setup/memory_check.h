@@ -39,14 +39,15 @@ int64_t AvailableHostMemory();
 // (hidden_size 2e9) are reported, not wrapped. bf16_operands: the operand
 // copies of the run's bf16 products (train/trainer.h, Bf16OperandsFor: this
 // file does not ask a backend, so the readers' fuzz build links without
-// one); training only, kInKernel for inference.
+// one); training only, none ({}) for inference.
 absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& dims, MemoryUse use, int world,
-                             int ranks_on_node, int64_t available_bytes, Bf16Operands bf16_operands);
+                             int ranks_on_node, int64_t available_bytes, const Bf16OperandCopies& bf16_operands);
 
-// CheckMemoryFits against AvailableHostMemory() for the CPU backend (the CUDA
-// backend's device memory is not visible from here: no check).
+// CheckMemoryFits against AvailableHostMemory() for a backend whose tensors
+// live in host memory (kernels/backend_registry.h, FindBackend; a device's
+// memory is not visible from here: no check).
 absl::Status CheckMemoryFitsMachine(const TrainConfig& config, const ModelDims& dims, MemoryUse use,
-                                    Bf16Operands bf16_operands, int world = 1, int ranks_on_node = 1);
+                                    const Bf16OperandCopies& bf16_operands, int world = 1, int ranks_on_node = 1);
 
 }  // namespace longctx
 

@@ -2,6 +2,7 @@
 #include "train/setup/niah_probe_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "data/make_tokenizer.h"
 
 namespace longctx {
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "data/make_tokenizer.h"
 #include "train/setup/config_options.h"
 #include "train/setup/niah_probe_config.h"
 #include "train/setup/sft_config.h"

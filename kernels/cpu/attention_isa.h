@@ -1,9 +1,11 @@
 // Why: which instruction set runs the CPU attention's tiles is named once, for
-// the backend options (kernels/backend.h: BackendOptions::attention_isa) and
-// for the CPU kernels that act on it (kernels/cpu/attention_tiles.h, where it
-// is cpu::AttentionIsa), so the option needs no translation on its way in.
-#ifndef LONGCTX_KERNELS_ATTENTION_ISA_H_
-#define LONGCTX_KERNELS_ATTENTION_ISA_H_
+// the CPU backend's options (kernels/cpu/cpu_backend.h:
+// CpuBackendOptions::attention_isa) and for the CPU kernels that act on it
+// (kernels/cpu/attention_tiles.h, where it is cpu::AttentionIsa), so the option
+// needs no translation on its way in. A CPU name, so it lives with the CPU
+// backend, not in the interface every backend shares.
+#ifndef LONGCTX_KERNELS_CPU_ATTENTION_ISA_H_
+#define LONGCTX_KERNELS_CPU_ATTENTION_ISA_H_
 
 #include <cstdint>
 
@@ -19,4 +21,4 @@ enum class CpuAttentionIsa : uint8_t { kAuto = 0, kAvx512 = 1, kAvx2 = 2, kScala
 
 }  // namespace longctx
 
-#endif  // LONGCTX_KERNELS_ATTENTION_ISA_H_
+#endif  // LONGCTX_KERNELS_CPU_ATTENTION_ISA_H_

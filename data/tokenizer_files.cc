@@ -1,22 +1,18 @@
-// Why: one place maps a tokenizer spec (DataConfig.tokenizer, --tokenizer) to
-// an implementation and finds the vocabulary files the Llama tokenizers need;
-// see tokenizer.h and tokenizer_files.h.
+// Why: one place finds the vocabulary files the Llama tokenizers need and reads
+// JSON files within bounds; see tokenizer_files.h. The factory that maps a spec
+// to an implementation is make_tokenizer.cc.
+#include "data/tokenizer_files.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 #include <sstream>
 #include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "data/byte_tokenizer.h"
-#include "data/llama3_tokenizer.h"
-#include "data/sentencepiece_tokenizer.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_files.h"
 
 namespace longctx {
 namespace {
@@ -30,27 +26,6 @@ void AddAncestors(fs::path dir, std::vector<std::string>* out) {
     if (dir == dir.root_path() || dir.parent_path() == dir) break;
     dir = dir.parent_path();
   }
-}
-
-bool LooksLikePath(const std::string& spec) {
-  if (spec.find('/') != std::string::npos) return true;
-  if (spec.size() >= 5 && spec.compare(spec.size() - 5, 5, ".json") == 0) return true;
-  std::error_code ec;
-  return fs::is_regular_file(spec, ec);
-}
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFile(const std::string& path, const std::string& name) {
-  absl::StatusOr<nlohmann::json> j = ReadJsonFile(path);
-  if (!j.ok()) return j.status();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> out;
-  if (j->is_object() && j->contains("format")) {
-    absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> t = SentencePieceTokenizer::FromJson(*j, name);
-    if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
-    return std::unique_ptr<Tokenizer>(std::move(*t));
-  }
-  absl::StatusOr<std::unique_ptr<Llama3Tokenizer>> t = Llama3Tokenizer::FromJson(*j, name);
-  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
-  return std::unique_ptr<Tokenizer>(std::move(*t));
 }
 
 }  // namespace
@@ -102,26 +77,6 @@ absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   return j;
-}
-
-std::vector<std::string> KnownTokenizerNames() { return {"byte", "llama3", "llama2"}; }
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const std::string& spec) {
-  if (spec == "byte") return std::make_unique<ByteTokenizer>();
-  if (spec == "llama3" || spec == "llama2") {
-    absl::StatusOr<std::string> path = FindTokenizerFile(spec);
-    if (!path.ok()) return path.status();
-    return LoadTokenizerFile(*path, spec);
-  }
-  if (LooksLikePath(spec)) {
-    std::error_code ec;
-    const fs::path abs = fs::absolute(spec, ec);
-    return LoadTokenizerFile(spec, absl::StrCat("json:", ec ? spec : abs.lexically_normal().string()));
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown tokenizer \"", spec, "\"; known: ",
-                                                 absl::StrJoin(KnownTokenizerNames(), ", "),
-                                                 ", or the path of a tokenizer.json (byte-level BPE, Llama-3 "
-                                                 "pre-tokenizer) or of a longctx-sentencepiece-bpe JSON"));
 }
 
 }  // namespace longctx
