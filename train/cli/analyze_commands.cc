@@ -1,19 +1,28 @@
 // Why: `longctx analyze …` — the papers' offline analyses (train/analyze/,
-// data/posfreq_analysis.h) — each with its own flags (command_table.h).
+// data/posfreq_analysis.h) — each with its own flags (command_table.h);
+// posfreq's body is here beside them, attention's is train/analyze/'s.
 // analyze attention's defaults are the values its flags have always had
 // (--needles 4, --format paper: the old flags were shared with probe), not
 // AnalyzeAttentionOptions' member defaults.
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/command_status.h"
+#include "data/posfreq_analysis.h"
+#include "data/token_file.h"
 #include "train/analyze/analyze_attention.h"
 #include "train/cli/command_table.h"
-#include "train/cli/commands.h"
+#include "train/report/png_plot.h"
 
 namespace longctx::cli {
 namespace {
@@ -52,6 +61,62 @@ void AddAttention(CommandTable& table) {
   c->add_option("--ablate_heads", a->ablate_heads,
                 "LAYER:HEAD,... whose attention output is zeroed for the answer-loss comparison");
   c->add_option("--json_out", a->json_out, "JSON report to write");
+}
+
+// `longctx analyze posfreq --data FILE --seq_len L [--rows N] [--min_pairs K] [--png OUT] [--json_out OUT]`:
+// the STRING paper's Figure 1 position-frequency cases for a corpus (data/posfreq_analysis.h).
+int RunAnalyzePosfreqCommand(const std::string& data, int64_t seq_len, int64_t rows, double min_pairs,
+                             const std::string& png, const std::string& json_out) {
+  if (data.empty()) return FailCommand(absl::InvalidArgumentError("--data: give the token file to analyze"));
+  absl::StatusOr<TokenFileReader> tokens = TokenFileReader::Open(data);
+  if (!tokens.ok()) return FailCommand(tokens.status());
+  PosfreqOptions opts;
+  opts.seq_len = seq_len;
+  opts.rows = rows;
+  opts.k = min_pairs;
+  absl::StatusOr<PosfreqReport> report = AnalyzePositionFrequency(*tokens, opts);
+  if (!report.ok()) return FailCommand(report.status());
+  std::printf("%s", FormatPosfreqTable(*report).c_str());
+  if (!json_out.empty()) {
+    std::ofstream f(json_out, std::ios::binary | std::ios::trunc);
+    f << PosfreqReportToJson(*report).dump(1) << "\n";
+    f.close();
+    if (!f) return FailCommand(absl::InternalError("writing " + json_out + ": cannot write the JSON report"));
+    std::printf("wrote %s\n", json_out.c_str());
+  }
+  if (!png.empty()) {
+    // f(i)/Σf of the three cases on a log axis (the STRING paper's Figure 1),
+    // with the L/2 and 3L/4 boundaries of the printed shares marked.
+    const int64_t L = report->seq_len;
+    LinePlotOptions po;
+    po.width = 1000;
+    po.height = 620;
+    po.log_y = true;
+    po.title = absl::StrFormat("Position frequency at L = %d: %s", L, data.substr(data.find_last_of('/') + 1));
+    po.x_label = absl::StrFormat("relative position i (%d rows of %d tokens per case)", report->rows, L);
+    po.y_label = "f(i) / sum f  (log scale)";
+    po.x_min = 0;
+    po.x_max = static_cast<double>(L);
+    for (int k = 0; k <= 8; ++k) po.x_ticks.push_back(static_cast<double>(k * L) / 8);
+    po.legend_corner = LegendCorner::kBottomLeft;
+    LinePlot plot(po);
+    std::vector<double> x(L);
+    for (int64_t i = 0; i < L; ++i) x[i] = static_cast<double>(i);
+    const char* const kLabels[] = {"(a) natural", "(b) uniform", "(c) concatenated"};
+    for (size_t c = 0; c < report->cases.size(); ++c) {
+      const PosfreqCase& pc = report->cases[c];
+      plot.AddSeries(absl::StrFormat("%s: %.1f%% of pairs at i<=%d, %.2f%% at i>=%d", c < 3 ? kLabels[c] : pc.name,
+                                     100 * pc.summary.share_le_half, PosfreqLowThreshold(L),
+                                     100 * pc.summary.share_ge_three_quarters, PosfreqHighThreshold(L)),
+                     x, NormalizedCounts(pc));
+    }
+    plot.AddMarker(static_cast<double>(PosfreqLowThreshold(L)), absl::StrCat("L/2 = ", PosfreqLowThreshold(L)));
+    plot.AddMarker(static_cast<double>(PosfreqHighThreshold(L)), absl::StrCat("3L/4 = ", PosfreqHighThreshold(L)));
+    absl::Status st = plot.WritePng(png);
+    if (!st.ok()) return FailCommand(st);
+    std::printf("wrote %s\n", png.c_str());
+  }
+  return 0;
 }
 
 void AddPosfreq(CommandTable& table) {

@@ -14,8 +14,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/command_status.h"
 #include "train/checkpoint/checkpoint.h"
-#include "train/cli/commands.h"
 
 namespace longctx::cli {
 

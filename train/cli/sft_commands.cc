@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/command_status.h"
 #include "data/byte_tokenizer.h"
 #include "data/chat_template.h"
 #include "data/make_tokenizer.h"
@@ -19,7 +20,6 @@
 #include "data/sft_packer.h"
 #include "data/sft_token_file.h"
 #include "data/tokenizer.h"
-#include "train/cli/commands.h"
 
 namespace longctx::cli {
 namespace {
