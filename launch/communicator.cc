@@ -33,20 +33,24 @@ std::string Communicator::Where() const {
 }
 
 absl::Status Communicator::ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) {
-  if (dtype == DType::kF32) return ReduceScatterSum(static_cast<const float*>(full), n, static_cast<float*>(shard));
-  return absl::UnimplementedError(
-      absl::StrFormat("%s: ReduceScatterSum of %s elements is not implemented by the %s communicator", Where(),
-                      DTypeName(dtype), name()));
+  const char* what;
+  switch (dtype) {
+    case DType::kF32: what = "floats"; break;
+    case DType::kF64: what = "doubles"; break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: ReduceScatterSum sums f32 or f64 elements, not %s", Where(), DTypeName(dtype)));
+  }
+  if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
+  const IndexRange mine = ShardRange(n, rank(), world_size());
+  if (absl::Status st = CheckCount(mine.size(), shard, "ReduceScatterSum"); !st.ok()) return st;
+  return ReduceScatterShards(full, n, SumShards{dtype, what, static_cast<int64_t>(DTypeSize(dtype)), mine}, shard);
 }
 
-absl::StatusOr<const char*> Communicator::SummedElements(DType dtype) const {
-  switch (dtype) {
-    case DType::kF32: return "floats";
-    case DType::kF64: return "doubles";
-    default: break;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s: ReduceScatterSum sums f32 or f64 elements, not %s", Where(), DTypeName(dtype)));
+absl::Status Communicator::ReduceScatterShards(const void*, int64_t, const SumShards& s, void*) {
+  return absl::UnimplementedError(absl::StrFormat(
+      "%s: ReduceScatterSum of %s elements is not implemented by the %s communicator", Where(), DTypeName(s.dtype),
+      name()));
 }
 
 absl::StatusOr<bool> Communicator::AllAgree(bool local_ok) {

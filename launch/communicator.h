@@ -87,12 +87,14 @@ class Communicator {
   // --- reduce-scatter / all-gather (FSDP, ZeRO) ----------------------------
   // full: n floats on every rank (read only). shard: ShardRange(n, rank(),
   // world_size()).size() floats, receives the sum over ranks of full[begin, end).
-  // shard must not overlap full.
-  virtual absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) = 0;
+  // shard must not overlap full. The default is the kF32 case of the next.
+  virtual absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) {
+    return ReduceScatterSum(full, n, DType::kF32, shard);
+  }
   // The same for kF32 or kF64 elements (n of dtype; the gradient sum of
-  // train.proto's grad_sum_fp64 reduces doubles). The default handles kF32
-  // through the float overload and answers Unimplemented for others; Local,
-  // MPI and NCCL sum doubles.
+  // train.proto's grad_sum_fp64 reduces doubles). The default is the part
+  // every transport shares — the dtype (InvalidArgument for any other), the
+  // count and the shard checks, in that order — then ReduceScatterShards.
   virtual absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard);
   absl::Status ReduceScatterSum(const double* full, int64_t n, double* shard) {
     return ReduceScatterSum(full, n, DType::kF64, shard);
@@ -123,10 +125,21 @@ class Communicator {
   absl::Status CheckCount(int64_t n, const void* p, const char* op) const;
   // Contiguous, on device(), with data; f32_only: dtype kF32.
   absl::Status CheckTensor(const Tensor& x, bool f32_only, const char* op) const;
-  // The dtype dispatch of ReduceScatterSum(void*) every transport shares: the
-  // elements it sums (kF32, kF64) named for messages ("floats", "doubles"), or
-  // InvalidArgument for any other dtype.
-  absl::StatusOr<const char*> SummedElements(DType dtype) const;
+
+  // What ReduceScatterSum(void*) hands a transport once its shared checks
+  // passed: the dtype is kF32 or kF64, n >= 0 with full non-null when n > 0,
+  // and shard non-null when this rank's shard is not empty.
+  struct SumShards {
+    DType dtype;
+    const char* what;   // the summed elements for messages: "floats", "doubles"
+    int64_t elem_size;  // bytes of one element
+    IndexRange mine;    // ShardRange(n, rank(), world_size())
+  };
+  // The transport's typed primitive of ReduceScatterSum: the sum over ranks of
+  // full[mine.begin, mine.end) into shard, elements of s.dtype (the
+  // transport maps it to its own element type). The default answers
+  // Unimplemented (a communicator that overrides ReduceScatterSum itself).
+  virtual absl::Status ReduceScatterShards(const void* full, int64_t n, const SumShards& s, void* shard);
 };
 
 // World of one: every collective is the identity (reduce-scatter and

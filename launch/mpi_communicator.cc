@@ -118,18 +118,11 @@ class MpiCommunicator final : public Communicator {
     return AllReduceRaw(values, count, MPI_INT64_T, OpOf(op), absl::StrFormat("AllReduce(int64, %s)", OpName(op)));
   }
 
-  absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) override {
-    return ReduceScatterSum(full, n, DType::kF32, shard);
-  }
-  absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) override {
-    const absl::StatusOr<const char*> summed = SummedElements(dtype);
-    if (!summed.ok()) return summed.status();
-    const char* what = *summed;
-    const MPI_Datatype type = ElementType(dtype);
-    const int64_t esz = static_cast<int64_t>(DTypeSize(dtype));
-    if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
-    const IndexRange mine = ShardRange(n, rank_, world_);
-    if (absl::Status st = CheckCount(mine.size(), shard, "ReduceScatterSum"); !st.ok()) return st;
+  absl::Status ReduceScatterShards(const void* full, int64_t n, const SumShards& s, void* shard) override {
+    const char* what = s.what;
+    const MPI_Datatype type = ElementType(s.dtype);
+    const int64_t esz = s.elem_size;
+    const IndexRange mine = s.mine;
     if (Overlap(full, n * esz, shard, mine.size() * esz))
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: ReduceScatterSum: the shard buffer overlaps the full buffer (n=%d)", Where(), n));

@@ -73,17 +73,10 @@ class NcclCommunicator final : public Communicator {
     return host_->AllReduce(values, count, op);
   }
 
-  absl::Status ReduceScatterSum(const float* full, int64_t n, float* shard) override {
-    return ReduceScatterSum(full, n, DType::kF32, shard);
-  }
-  absl::Status ReduceScatterSum(const void* full, int64_t n, DType dtype, void* shard) override {
-    const absl::StatusOr<const char*> summed = SummedElements(dtype);
-    if (!summed.ok()) return summed.status();
-    const char* what = *summed;
-    const size_t esz = DTypeSize(dtype);
-    if (absl::Status st = CheckCount(n, full, "ReduceScatterSum"); !st.ok()) return st;
-    const IndexRange mine = ShardRange(n, rank(), world_size());
-    if (absl::Status st = CheckCount(mine.size(), shard, "ReduceScatterSum"); !st.ok()) return st;
+  absl::Status ReduceScatterShards(const void* full, int64_t n, const SumShards& s, void* shard) override {
+    const char* what = s.what;
+    const size_t esz = static_cast<size_t>(s.elem_size);
+    const DType dtype = s.dtype;
     if (n == 0) return absl::OkStatus();
     if (absl::Status st = CheckDevicePointer(full, "ReduceScatterSum"); !st.ok()) return st;
     if (n % world_size() == 0) {

@@ -22,11 +22,10 @@
 #pragma GCC target("avx2,fma,no-avx512f")
 #include <immintrin.h>
 
+#include "kernels/cpu/attention_tiles_strips.h"
+
 namespace longctx::cpu {
 namespace {
-
-constexpr int kRows = 6;
-constexpr int kVectors = 2;  // 8-float vectors per strip (16 columns)
 
 inline __m256 Exp8(__m256 x) {
   const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
@@ -73,83 +72,33 @@ inline void Store(float* p, __m256i m, bool full, __m256 v) {
     _mm256_maskstore_ps(p, m, v);
 }
 
-template <int R, int NV>
-inline void Strip(int k, const float* __restrict a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* __restrict b,
-                  ptrdiff_t ldb, float* __restrict c, ptrdiff_t ldc, bool accumulate, __m256i tail, bool full) {
-  __m256 acc[R][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      acc[r][v] = accumulate ? Load(c + r * ldc + 8 * v, tail, full || v < NV - 1) : _mm256_setzero_ps();
-  for (int kk = 0; kk < k; ++kk) {
-    __m256 bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = Load(b + kk * ldb + 8 * v, tail, full || v < NV - 1);
-    const float* ak = a + kk * a_cs;
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(ak + r * a_rs);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) Store(c + r * ldc + 8 * v, tail, full || v < NV - 1, acc[r][v]);
-}
-
-template <int R>
-inline void Rows(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
-                 float* c, ptrdiff_t ldc, bool accumulate) {
-  const __m256i all = _mm256_set1_epi32(-1);
-  int n0 = 0;
-  for (; n0 + 8 * kVectors <= n; n0 += 8 * kVectors)
-    Strip<R, kVectors>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, all, true);
-  const int rest = n - n0;
-  if (rest == 0) return;
-  const int last = rest - 8 * ((rest - 1) / 8);  // lanes of the last vector, 1..8
-  const __m256i tail = RangeMask(0, last, 0);
-  if (rest > 8)
-    Strip<R, 2>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail, last == 8);
-  else
-    Strip<R, 1>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail, last == 8);
-}
-
-// The rows of C in strips of kRows; a remainder shares the last strip's rows
-// (m = 64: 9 strips of 6 and two of 5, not 10 of 6 and one of 4), so no
-// strip is left with too few accumulators to cover the FMA latency. Each C
-// element is the same chain of FMAs in any strip: the same bits.
-template <int R>
-void RowsOf(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb, float* c,
-            ptrdiff_t ldc, bool accumulate, int i) {
-  Rows<R>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
-}
-void TailRows(int rows, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
-              float* c, ptrdiff_t ldc, bool accumulate, int i) {
-  switch (rows) {
-    case 1: RowsOf<1>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 2: RowsOf<2>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 3: RowsOf<3>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 4: RowsOf<4>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 5: RowsOf<5>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 6: RowsOf<6>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    default: break;
-  }
-}
+// The products' traits for attention_tiles_strips.h: 8-lane ymm vectors,
+// 6 x 16 strips; the last vector of a strip goes through vmaskmovps unless its
+// 8 lanes are all in (`full`), every other vector through plain loads and
+// stores.
+struct Avx2Strips {
+  struct Tail {
+    __m256i mask;
+    bool full;
+  };
+  using Elem = float;
+  using Acc = __m256;
+  using Operand = __m256;
+  static constexpr int kLanes = 8;
+  static constexpr int kVectors = 2;  // 8-float vectors per strip (16 columns)
+  static Tail AllLanes() { return {_mm256_set1_epi32(-1), true}; }
+  static Tail FirstLanes(int count) { return {RangeMask(0, count, 0), count == 8}; }
+  static __m256 Zero() { return _mm256_setzero_ps(); }
+  static __m256 LoadC(const float* p, Tail t, bool last) { return Load(p, t.mask, t.full || !last); }
+  static void StoreC(float* p, Tail t, bool last, __m256 v) { Store(p, t.mask, t.full || !last, v); }
+  static __m256 LoadB(const float* p, Tail t, bool last) { return Load(p, t.mask, t.full || !last); }
+  static __m256 BroadcastA(const float* p) { return _mm256_broadcast_ss(p); }
+  static __m256 MulAdd(__m256 acc, __m256 a, __m256 b) { return _mm256_fmadd_ps(a, b, acc); }
+};
 
 void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
           float* c, ptrdiff_t ldc, bool accumulate) {
-  static_assert(kRows == 6, "TailRows covers strips of up to 6 rows");
-  const int rest = m % kRows;
-  const int whole = m / kRows - (rest > 0 && m > kRows ? 1 : 0);  // strips of kRows before the tail
-  int i = 0;
-  for (; i < whole * kRows; i += kRows) RowsOf<kRows>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i);
-  const int tail = m - i;  // 0, 1-5 (m < kRows), or kRows + rest in two strips
-  const int first = tail > kRows ? (tail + 1) / 2 : tail;
-  TailRows(first, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i);
-  TailRows(tail - first, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i + first);
+  StripGemm<Avx2Strips>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
 }
 
 // The softmax passes as the AVX-512 file runs them: one 8-lane vector at a

@@ -27,13 +27,11 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx2")
+#include "kernels/cpu/attention_tiles_strips.h"
 #include "kernels/cpu/transpose16_avx512.h"
 
 namespace longctx::cpu {
 namespace {
-
-constexpr int kRows = 6;     // rows of C per micro-kernel call
-constexpr int kVectors = 4;  // 16-float vectors per strip (64 columns)
 
 inline __m512 Exp16(__m512 x) {
   const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
@@ -116,86 +114,29 @@ inline __mmask16 RangeMask(int lo, int hi, int x0) {
   return static_cast<__mmask16>(((1u << b) - 1u) & ~((1u << a) - 1u));
 }
 
-// R rows x NV vectors of C; the last vector's lanes limited by `tail`.
-template <int R, int NV>
-inline void Strip(int k, const float* __restrict a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* __restrict b,
-                  ptrdiff_t ldb, float* __restrict c, ptrdiff_t ldc, bool accumulate, __mmask16 tail) {
-  __m512 acc[R][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xFFFF, c + r * ldc + 16 * v)
-                             : _mm512_setzero_ps();
-  for (int kk = 0; kk < k; ++kk) {
-    __m512 bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xFFFF, b + kk * ldb + 16 * v);
-    const float* ak = a + kk * a_cs;
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(ak[r * a_rs]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == NV - 1 ? tail : 0xFFFF, acc[r][v]);
-}
-
-template <int R>
-inline void Rows(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
-                 float* c, ptrdiff_t ldc, bool accumulate) {
-  int n0 = 0;
-  for (; n0 + 16 * kVectors <= n; n0 += 16 * kVectors)
-    Strip<R, kVectors>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, 0xFFFF);
-  const int rest = n - n0;
-  if (rest == 0) return;
-  const __mmask16 tail = RangeMask(0, rest - 16 * ((rest - 1) / 16), 0);
-  switch ((rest + 15) / 16) {
-    case 1: Strip<R, 1>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-    case 2: Strip<R, 2>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-    case 3: Strip<R, 3>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-    default: Strip<R, 4>(k, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-  }
-}
-
-// The rows of C in strips of kRows; a remainder shares the last strip's rows
-// (m = 64: 9 strips of 6 and two of 5, not 10 of 6 and one of 4), so no
-// strip is left with too few accumulators to cover the FMA latency. Each C
-// element is the same chain of FMAs in any strip: the same bits.
-template <int R>
-void RowsOf(int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb, float* c,
-            ptrdiff_t ldc, bool accumulate, int i) {
-  Rows<R>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
-}
-void TailRows(int rows, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
-              float* c, ptrdiff_t ldc, bool accumulate, int i) {
-  switch (rows) {
-    case 1: RowsOf<1>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 2: RowsOf<2>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 3: RowsOf<3>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 4: RowsOf<4>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 5: RowsOf<5>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    case 6: RowsOf<6>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i); break;
-    default: break;
-  }
-}
+// The products' traits for attention_tiles_strips.h: 16-lane zmm vectors,
+// 6 x 64 strips (24 of the 32 zmm accumulators), the last vector of a strip
+// through the tail's mask.
+struct Avx512Strips {
+  using Elem = float;
+  using Acc = __m512;
+  using Operand = __m512;
+  using Tail = __mmask16;
+  static constexpr int kLanes = 16;
+  static constexpr int kVectors = 4;  // 16-float vectors per strip (64 columns)
+  static __mmask16 AllLanes() { return 0xFFFF; }
+  static __mmask16 FirstLanes(int count) { return RangeMask(0, count, 0); }
+  static __m512 Zero() { return _mm512_setzero_ps(); }
+  static __m512 LoadC(const float* p, __mmask16 t, bool last) { return _mm512_maskz_loadu_ps(last ? t : 0xFFFF, p); }
+  static void StoreC(float* p, __mmask16 t, bool last, __m512 v) { _mm512_mask_storeu_ps(p, last ? t : 0xFFFF, v); }
+  static __m512 LoadB(const float* p, __mmask16 t, bool last) { return _mm512_maskz_loadu_ps(last ? t : 0xFFFF, p); }
+  static __m512 BroadcastA(const float* p) { return _mm512_set1_ps(*p); }
+  static __m512 MulAdd(__m512 acc, __m512 a, __m512 b) { return _mm512_fmadd_ps(a, b, acc); }
+};
 
 void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t ldb,
           float* c, ptrdiff_t ldc, bool accumulate) {
-  static_assert(kRows == 6, "TailRows covers strips of up to 6 rows");
-  const int rest = m % kRows;
-  const int whole = m / kRows - (rest > 0 && m > kRows ? 1 : 0);  // strips of kRows before the tail
-  int i = 0;
-  for (; i < whole * kRows; i += kRows) RowsOf<kRows>(n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i);
-  const int tail = m - i;  // 0, 1-5 (m < kRows), or kRows + rest in two strips
-  const int first = tail > kRows ? (tail + 1) / 2 : tail;
-  TailRows(first, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i);
-  TailRows(tail - first, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, i + first);
+  StripGemm<Avx512Strips>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
 }
 
 // The softmax passes walk one 16-query vector at a time down the tile's rows,

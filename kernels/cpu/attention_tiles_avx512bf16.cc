@@ -37,14 +37,14 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma,avx2,amx-tile,amx-bf16")
+#include "kernels/cpu/attention_tiles_strips.h"
 #include "kernels/cpu/bf16_pairs_avx512.h"
 #include "kernels/cpu/transpose16_avx512.h"
 
 namespace longctx::cpu {
 namespace {
 
-constexpr int kRows = 6;
-constexpr int kVectors = 4;
+constexpr int kRows = kStripRows;
 constexpr int kMaxDim = 512;  // largest m, n, k the packing buffers take (tiles are <= 64 x 128)
 
 inline __mmask16 FirstLanes(int count) {
@@ -285,51 +285,33 @@ using amx::PackPairsOfColumns;
 using amx::PackPairsOfRows;
 using amx::PackPairsStrided;
 
-template <int R, int NV>
-inline void Strip(int kp, const uint32_t* __restrict a, ptrdiff_t a_rs, ptrdiff_t a_cs, const uint32_t* __restrict b,
-                  ptrdiff_t ldb, float* __restrict c, ptrdiff_t ldc, bool accumulate, __mmask16 tail) {
-  __m512 acc[R][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xFFFF, c + r * ldc + 16 * v)
-                             : _mm512_setzero_ps();
-  for (int p = 0; p < kp; ++p) {
-    __m512bh bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      bv[v] = (__m512bh)(_mm512_maskz_loadu_epi32(v == NV - 1 ? tail : 0xFFFF, b + p * ldb + 16 * v));
-    const uint32_t* ap = a + p * a_cs;
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512bh av = (__m512bh)(_mm512_set1_epi32(static_cast<int>(ap[r * a_rs])));
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
-    }
+// The products' traits for attention_tiles_strips.h: the fp32 file's 6 x 64
+// strips with A and B as bf16 pairs (one 32-bit lane: two consecutive k) and
+// vdpbf16ps, two multiply-adds per fp32 lane, as the multiply-add; k counts
+// pairs.
+struct PairStrips {
+  using Elem = uint32_t;
+  using Acc = __m512;
+  using Operand = __m512bh;
+  using Tail = __mmask16;
+  static constexpr int kLanes = 16;
+  static constexpr int kVectors = 4;
+  static __mmask16 AllLanes() { return 0xFFFF; }
+  static __mmask16 FirstLanes(int count) { return ::longctx::cpu::FirstLanes(count); }
+  static __m512 Zero() { return _mm512_setzero_ps(); }
+  static __m512 LoadC(const float* p, __mmask16 t, bool last) { return _mm512_maskz_loadu_ps(last ? t : 0xFFFF, p); }
+  static void StoreC(float* p, __mmask16 t, bool last, __m512 v) { _mm512_mask_storeu_ps(p, last ? t : 0xFFFF, v); }
+  static __m512bh LoadB(const uint32_t* p, __mmask16 t, bool last) {
+    return (__m512bh)(_mm512_maskz_loadu_epi32(last ? t : 0xFFFF, p));
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == NV - 1 ? tail : 0xFFFF, acc[r][v]);
-}
+  static __m512bh BroadcastA(const uint32_t* p) { return (__m512bh)(_mm512_set1_epi32(static_cast<int>(*p))); }
+  static __m512 MulAdd(__m512 acc, __m512bh a, __m512bh b) { return _mm512_dpbf16_ps(acc, a, b); }
+};
 
 template <int R>
 inline void Rows(int n, int kp, const uint32_t* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const uint32_t* b, ptrdiff_t ldb,
                  float* c, ptrdiff_t ldc, bool accumulate) {
-  int n0 = 0;
-  for (; n0 + 16 * kVectors <= n; n0 += 16 * kVectors)
-    Strip<R, kVectors>(kp, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, 0xFFFF);
-  const int rest = n - n0;
-  if (rest == 0) return;
-  const __mmask16 tail = FirstLanes(rest - 16 * ((rest - 1) / 16));
-  switch ((rest + 15) / 16) {
-    case 1: Strip<R, 1>(kp, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-    case 2: Strip<R, 2>(kp, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-    case 3: Strip<R, 3>(kp, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-    default: Strip<R, 4>(kp, a, a_rs, a_cs, b + n0, ldb, c + n0, ldc, accumulate, tail); break;
-  }
+  StripRows<PairStrips, R>(n, kp, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
 }
 
 struct PackBuffers {
