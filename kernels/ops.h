@@ -148,11 +148,10 @@ struct LmHeadLossParams {
 // Rows of an LM-head logits chunk when the caller does not choose: as many as
 // keep the chunk's F32 logits within 128 MiB, no fewer than 256 and no more
 // than 1,024. Why: each chunk's products pass over the whole [V, D] weight
-// again, so fewer, larger chunks cost less. At ref-b's vocabulary (32,000:
-// 1,024 rows, 131 MB) against 256 rows, 2-core Zen 5, 2 threads: the fp32
-// head 7 % faster per step (its x W^T product 182 -> 143 ms), the bf16 head
-// 10 % (its dW product 114 -> 88 ms); a 128K vocabulary keeps 256 rows
-// (docs/BENCHMARKS.md, issue 16).
+// again, so fewer, larger chunks cost less: at ref-b's vocabulary (32,000)
+// 1,024-row chunks (131 MB) make both the fp32 and the bf16 head faster per
+// step than 256-row ones; a 128K vocabulary keeps 256 rows
+// (docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 int64_t DefaultLmHeadChunkRows(int64_t vocab);
 // The rows asked for (> 0), or the default for the vocab (0): the one rule
 // behind LmHeadLossParams::ChunkRows and the memory plan's logits chunk.

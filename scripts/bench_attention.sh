@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Why: issue 16's figures (docs/BENCHMARKS.md, "Attention at GEMM speed") are
+# Why: the attention figures (docs/BENCHMARKS.md, "Attention at GEMM speed") are
 # attention fwd+bwd GFLOP/s over L and whole ref-b steps, each as a fraction of
 # the GEMM peak of its own precision measured in the same run, before and after
 # the change. They were first taken on a machine shared with other jobs; this
@@ -9,26 +9,23 @@
 #   BEFORE_BIN=/tmp/attn-old/build/bin/longctx bash scripts/bench_attention.sh
 #
 # Environment: LONGCTX_BIN (default build/bin/longctx), BEFORE_BIN (a build of
-# the commit before issue 16, e.g. `git worktree add /tmp/attn-old 3ac0938`
+# the commit before the tiled attention, e.g. `git worktree add /tmp/attn-old 3ac0938`
 # and build it: its bench has no bf16 attention and no peaks, so its rows are
 # divided by the peaks of the after-run of the same precision, taken minutes
 # apart), LENGTHS (default 2048,4096,8192,16384), STEP_T (default 512,16384),
 # REPEATS (default 3: the median of 2 is their mean, so one repeat slowed by
-# the VM set a whole row; on the Zen 5 VM of 2026-12-06 the 2K and 8K bf16
-# window rows read 42 % and 50 % with their fastest repeat at 64 % and 65 %),
+# a noisy VM would set a whole row),
 # MIN_SECONDS (default 1: `bench attention --min_seconds`, more repeats for a
-# short row until its timed ones add up to this; of three 74 ms repeats of
-# the fp32 4K window row two ran 13 % or more slower than the third, and the
-# row read 59 % with its fastest repeat at 67 %, on the same VM),
+# short row until its timed ones add up to this: repeats under 100 ms vary by
+# more than 10 % on a shared VM),
 # RERUN_SLOW (default 2: rows the bench flags as timed in a
 # slow phase of the machine, a GEMM peak beside them >10 % below the best of
 # the run, are rerun alone up to this many times; the table takes the first
 # measurement of each row that was not slow, against the best peak of all the
 # precision's invocations, and marks rows that stayed slow), STEPS (default 3 at T = 512, 1 at longer T), WARMUP
 # (untimed steps first, default 1: a process's first step also page-faults
-# its activations in and grows the kernels' scratch, which cost a 16K-token
-# bf16 RNoPE-SWA step 28 % of its speed on a 2-core AMX VM; until 2026-11-28
-# the longer T ran with none), PARTS
+# its activations in and grows the kernels' scratch, which slows a long
+# step by tens of percent), PARTS
 # (default attn,steps: which halves run), OUT (raw outputs; default
 # runs/bench-attention-<UTC time>). Prints a markdown table.
 set -euo pipefail

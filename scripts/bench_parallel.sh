@@ -1,11 +1,11 @@
 #!/bin/bash
-# Why: issue 11's throughput figures — ref-b on this 2-core machine with
+# Why: the data-parallel throughput figures — ref-b on a 2-core machine with
 # 2 ranks x 1 thread against 1 rank x 2 threads (tokens/s ratio, goal >= 0.9),
 # the share of the step spent in communication, FSDP against DDP step time, and
 # what the fp64 gradient sum (train.proto grad_sum_fp64) costs — come from one
 # command, so they are always measured together, in the same conditions, and
 # can be re-measured on a quiet machine (docs/BENCHMARKS.md, "Data parallel on
-# CPU (issue 11)"). Not a test: it asserts nothing and prints a table.
+# CPU"). Not a test: it asserts nothing and prints a table.
 #
 #   scripts/bench_parallel.sh [BUILD_DIR]        (default: build)
 # Environment: STEPS (6; the table uses the median of steps 2..STEPS),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Markdown tables for docs/BENCHMARKS.md ("Training step", issue 4) from the
+"""Markdown tables for docs/BENCHMARKS.md ("Training step") from the
 JSON lines scripts/run_benchmarks.sh appends (one run of the script).
 
 usage: benchmark_table.py RESULTS.jsonl

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Why: issue 11's headline check at full size, by hand (ctest runs the same
+# Why: the data-parallel equality check at full size (ctest runs the same
 # comparison on a 2-layer cut, tests/parallel/CMakeLists.txt): 50 steps of
 # configs/demo.textproto's model (8 layers, 256-token rows) on the demo corpus
 # with one global batch of 8 rows x 256 tokens (data.batch_size 2 x 4

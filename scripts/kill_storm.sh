@@ -1,5 +1,5 @@
 #!/bin/bash
-# Why: issue 12's kill storm. A checkpoint-heavy sharded run (mpirun, 2 ranks,
+# Why: the kill storm: checkpoints survive repeated SIGKILLs. A checkpoint-heavy sharded run (mpirun, 2 ranks,
 # FSDP, a checkpoint every step) is SIGKILLed — mpirun and both ranks at once,
 # like a lost node — at a random moment, N times, restarting each time (the
 # killed job's out_dir lock must not block the restart). After

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the speed/memory rows of docs/BENCHMARKS.md ("Training step vs PyTorch",
-# issue 4) one after another and appends every JSON line to one file. Each row
+# the training-step table) one after another and appends every JSON line to one file. Each row
 # is a separate `longctx bench` invocation; the PyTorch rows run longctx and the
 # PyTorch reference in the same invocation. Timings are only meaningful on an
 # otherwise idle machine: the script prints the load average before each row

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Why: issue 13's end-to-end SFT path in one command, from a fresh tree: the demo
+# Why: the end-to-end SFT path in one command, from a fresh tree: the demo
 # corpus, the pretrained demo checkpoints (RNoPE-SWA, and the RoPE baseline with
 # every layer RoPE full), the SFT data built from local material
 # (scripts/sft_build.py → `longctx data sft`), the SFT stage of both

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Why: issue 13's two must-shows that the demo models could not give
+# Why: the two SFT checks that the demo models could not give
 # (docs/EXPERIMENTS.md "SFT from a base that retrieves: NIAH to 65,536"):
 #  (1) the NIAH probe up to 65,536 tokens on SFT'd models that do retrieve:
 #      the main job's 4-layer model (configs/main.textproto, learns 1-needle

@@ -100,8 +100,8 @@ void AddTransposed(const float* src, int src_ld, int m, int n, float* dst, ptrdi
 // line of dst written with a streaming (non-temporal) store, the rest with
 // ordinary stores; fenced (sfence) before it returns. For outputs written
 // once and read by a later op: their lines are not fetched for ownership
-// first (the packed backward's dQ rows: its backward 1.01-1.07x faster at
-// window 1,024 on a 2-core AMX VM, docs/BENCHMARKS.md, issue 16).
+// first (the packed backward's dQ rows, whose backward this makes faster at
+// window 1,024: docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 void StreamScaledRows(const float* src, ptrdiff_t src_ld, int64_t rows, int d, float scale, float* dst,
                       ptrdiff_t dst_ld);
 // The backward's softmax pass of the bf16 tables (tile_backward of

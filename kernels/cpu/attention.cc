@@ -62,9 +62,9 @@ const AttentionTileKernels<float>& KernelsFor<float>(const AttentionConfig& conf
   // bf16 tiles on AMX; with AVX512-BF16 alone (vdpbf16ps) only where the
   // packed driver runs the shape (or a test asks for them, bf16_amx = false):
   // the generic driver's per-product packing makes vdpbf16ps tiles slower
-  // than fp32 ones (measured on a Sapphire Rapids Xeon: ~35 against ~75
-  // GFLOP/s for a 64^3 product with its packing), while packed once they run
-  // at vdpbf16ps' rate (docs/BENCHMARKS.md, the Zen 5 record).
+  // than fp32 ones (about half their GFLOP/s for a 64^3 product with its
+  // packing), while packed once they run at vdpbf16ps' rate
+  // (docs/BENCHMARKS.md, "Attention at GEMM speed").
   if (config.bf16 && (config.isa == AttentionIsa::kAuto || config.isa == AttentionIsa::kAvx512))
     if (const AttentionTileKernels<float>* bf16 = AttentionTileKernelsBf16(config.bf16_amx))
       if (Bf16UnitOf(*bf16) == Bf16Unit::kAmx || !config.bf16_amx ||
@@ -146,8 +146,8 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
 // block are transposed once per block. Each query tile's staged rows (scaled
 // Q, dO, the dQ accumulator) are read once per group, not once per block:
 // at full causal L = 32,768 a block's query rows (24 MiB per thread) outgrow
-// the L3, and streaming them per block ran ~20 % slower per FLOP than at
-// L = 8,192 (docs/BENCHMARKS.md, issue 16). Every dQ row still adds its key
+// the L3, and streaming them per block runs markedly slower per FLOP than at
+// L = 8,192 (docs/history/benchmarks-2026.md, "Attention at GEMM speed"). Every dQ row still adds its key
 // blocks in ascending order and every dK, dV row its query tiles in
 // ascending order: the results are those of one block at a time.
 // Where the mask bounds a key block's reach (a sliding window) and the item
@@ -155,8 +155,8 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
 // rows are staged as the first group that reads them comes, and dQ rows go
 // out as soon as no later key reaches them, so a window's rows stay in the
 // core's cache instead of sweeping three whole-segment buffers through it
-// (the packed bf16 driver's ring, attention_packed_bf16.cc, measured there
-// first). The same values in the same order: the same bits.
+// (the packed bf16 driver's ring, attention_packed_bf16.cc, which says why).
+// The same values in the same order: the same bits.
 std::atomic<int64_t> backward_ring_wraps{0};
 
 template <class T>

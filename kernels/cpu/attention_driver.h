@@ -35,13 +35,11 @@ constexpr int kBlockQ = 64;  // queries per tile
 constexpr int kBlockK = 64;  // keys per tile (also the row stride of score tiles)
 // Keys per forward tile with the bf16 tables (both drivers, so their results
 // stay equal): P V then runs four k-steps per load and store of its output
-// tiles instead of two (the AMX bf16 forward ~4 % faster, measured), and on
-// the AMX unit eight (kBlockKAmxForward: the tile unit stores a tile in about
-// the time of one tile product, so the output tiles' loads and stores weigh;
-// the forward of bf16 attention 3-5 % faster than with 128 keys at 2K-32K
-// tokens on a 2-core AMX VM, in one process alternating the two per call;
-// on vdpbf16ps no difference was seen, and the Zen VMs where that path
-// matters were not measured, so it keeps 128: docs/BENCHMARKS.md, issue 16).
+// tiles instead of two (a faster AMX bf16 forward), and on the AMX unit
+// eight (kBlockKAmxForward: the tile unit stores a tile in about the time of
+// one tile product, so the output tiles' loads and stores weigh, and 256 keys
+// beat 128 at 2K-32K tokens; vdpbf16ps shows no gain from 256 and keeps 128:
+// docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 // The other tables keep kBlockK (their products gain nothing, and their
 // results stay what they were).
 constexpr int kBlockKBf16Forward = 128;
@@ -88,8 +86,8 @@ constexpr int kMaxForwardHeads = 4;
 // each for up to kMaxForwardHeads query heads of one kv head: a K, V tile
 // read from memory serves them all (at full causal L = 32,768 the keys one
 // item streams, 16 MiB per kv head, outgrow the cache, and one query head per
-// item ran ~20 % slower per FLOP than at L = 8,192: docs/BENCHMARKS.md,
-// issue 16). Ordered kv head by kv head, then the blocks: the two threads
+// item runs markedly slower per FLOP than at L = 8,192:
+// docs/history/benchmarks-2026.md, "Attention at GEMM speed"). Ordered kv head by kv head, then the blocks: the two threads
 // share one kv head's keys, and the keys in cache are one kv head's, not all
 // of them — at 16,384 tokens the K, V of all kv heads of ref-b (32 MiB)
 // outgrow a 32 MiB L3, one kv head's do not.
@@ -124,8 +122,8 @@ inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, 
 // Backward key parts. Backward items are (segment, query head): an item
 // with more than a thread's share of the work keeps one thread busy while
 // the others run out of items and idle — with fewer items than threads (ref-b:
-// 8 heads, one 16,384-token segment, 16 threads: half of them; measured on a
-// 16-core AMX host, docs/BENCHMARKS.md, issue 16), or with one long document
+// 8 heads, one 16,384-token segment, 16 threads: half of them idle;
+// docs/history/benchmarks-2026.md, "Attention at GEMM speed"), or with one long document
 // among short ones (its 8 items hold most of the causal work). Such an
 // item's keys are cut into up to kMaxKeyParts parts of about equal work (the
 // queries that see each kKeyPartAlign-key block), each part its own item:
@@ -485,9 +483,9 @@ void CombineDqParts(const Ctx<T>& c) {
 // schedule. Each thread's Scratch (made from the head dim) is kept across
 // calls: the backward's per-segment buffers are megabytes at long L, and
 // allocating them per call cost page faults that two threads then serialize
-// on (measured: ~6 % of a single-thread sliding-window bf16 layer at
-// L = 16,384, worse with two threads). They stay allocated at the largest
-// segment seen, per thread (see docs/BENCHMARKS.md, issue 16).
+// on (a few percent of a single-thread sliding-window bf16 layer at
+// L = 16,384, more with two threads). They stay allocated at the largest
+// segment seen, per thread (docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 template <class Scratch, class C, class Fn>
 void RunItems(const C& c, const std::vector<Item>& items, Fn fn) {
   const int64_t count = static_cast<int64_t>(items.size());

@@ -12,8 +12,9 @@
 //    S and dP into P and dS pairs (B operands) and dS rows, with no
 //    transposing conversion. On vdpbf16ps, S and dP are not stored at all:
 //    amx::DotBackwardPairs computes them in registers, two query rows at a
-//    time, and runs the same pass on them there (the same bits; the window
-//    backward 1.02-1.06x faster on the Zen 4 VM, docs/BENCHMARKS.md). dV and dK take
+//    time, and runs the same pass on them there (the same bits, and a
+//    faster window backward than storing them: docs/history/benchmarks-2026.md, "Attention at GEMM speed").
+//    dV and dK take
 //    up to four query tiles per product (kBwdPendingTiles: their C tiles
 //    loaded and stored once per four tiles).
 // The products are on whole 16 x 16 tiles (ProductUnit: amx::Product on the
@@ -67,8 +68,8 @@ constexpr int kBwdKeys = 128;
 // Key blocks per pass of the backward over their query tiles (BackwardItem),
 // when the first block's queries number at least kBwdGroupMinQueries: a
 // window-1024 block's 1,152 queries stay in cache from one block to the
-// next, and four blocks' buffers (~700 KiB) beside them ran its backward
-// 5-10 % slower on the Zen 4 VM (docs/BENCHMARKS.md, issue 16).
+// next, and four blocks' buffers (~700 KiB) beside them would push them out
+// and slow its backward (docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 constexpr int kBwdGroup = 4;
 constexpr int64_t kBwdGroupMinQueries = 2048;
 static_assert(kBlockKBf16Forward % 2 == 0 && kBlockKAmxForward % 2 == 0,
@@ -79,11 +80,10 @@ static_assert(kBlockKBf16Forward % 2 == 0 && kBlockKAmxForward % 2 == 0,
 // next (BackwardHead), so that dVᵀ += dOᵀ P and dKᵀ += Qsᵀ dS run up to 8
 // k-steps per load and store of their 32 C tiles instead of 4 (the same
 // k-steps in the same order: the same bits). The tile unit stores a tile in
-// about the time of one tile product (16 cycles on a 2-core AMX VM, model
-// 207), so C traffic is a large part of a product of few k-steps: in the
-// backward of bf16 attention the dV, dK products took 6-21 % less time with
-// four tiles than with two, eight gained nothing more
-// (docs/BENCHMARKS.md, issue 16).
+// about the time of one tile product, so C traffic is a large part of a
+// product of few k-steps: four tiles make the backward's dV, dK products
+// faster than two, and eight gain nothing more
+// (docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 constexpr int kBwdPendingTiles = 4;
 
 // The backward's rows of packed Q, dO and of dQ as a ring (BackwardHead):
@@ -346,9 +346,9 @@ void BackwardHead(const Ctx<float>& c, const Item& it, PackedScratch& w, Product
   // sliding window), the five buffers are a ring of ring.rows rows (row u at
   // u % ring.rows): a window's rows stay in the core's cache instead of
   // sweeping whole-segment buffers through it (at 32K tokens each was 4-8
-  // MiB per head, written once and evicted dirty: the window-1024 backward
-  // at 32K tokens ran 1.17-1.2x faster with the ring on a 2-core AMX VM,
-  // paired in alternation, docs/BENCHMARKS.md). The values and their order
+  // MiB per head, written once and evicted dirty, so the ring makes the
+  // window-1024 backward at 32K tokens faster:
+  // docs/history/benchmarks-2026.md, "Attention at GEMM speed"). The values and their order
   // are the same: the same bits.
   w.dqa.resize(static_cast<size_t>(ring.rows * d));
   w.qsa.resize(static_cast<size_t>(ring_rows * kp));

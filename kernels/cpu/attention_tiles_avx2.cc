@@ -108,8 +108,8 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
 // vmaskmovps is kept to the edges: its store form is microcoded on AMD cores
 // (one per ~10+ cycles against a plain store's one or two per cycle), and
 // the row-outer passes that stored every vector through it (and loaded and
-// stored the max and the sums per row) took 26 % of the AVX2 attention's time
-// against the AVX-512 passes' 6 % (docs/BENCHMARKS.md, issue 16).
+// stored the max and the sums per row) cost several times the AVX-512
+// passes' share of the attention's time (docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 inline bool Whole(int ra, int rb, int x) { return ra <= x && rb >= x + 8; }
 
 void TileMax(const float* s, int rows, int ld, const int* ra, const int* rb, float* mn) {

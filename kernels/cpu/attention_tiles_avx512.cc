@@ -69,8 +69,8 @@ inline __m512 Exp16(__m512 x) {
 // contributes exp(0)), is not moved by such terms at fp32 precision; dS = P
 // (dP - D) is the fp32 product of that subnormal (where it was 0: below 1e-37
 // unless |dP - D| is huge, far below every other term's rounding). The
-// softmax passes are bound by their vector instructions (docs/BENCHMARKS.md,
-// issue 16): six here (vreduceps, four FMAs, vscalefps; seven for exp(s - m)
+// softmax passes are bound by their vector instructions
+// (docs/history/benchmarks-2026.md, "Attention at GEMM speed"): six here (vreduceps, four FMAs, vscalefps; seven for exp(s - m)
 // with ShiftedExp's FMA) against the earlier form's eight (also a vsubps for
 // the integer part and a vcmpps for the underflow) and Exp16's fifteen.
 // Exactly 1 at u = 1/2 (p(1/2) rounds to 1 exactly); 0 for -inf; +inf for
@@ -144,8 +144,8 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
 // loaded and stored them for every row); each lane still sees its rows in
 // ascending order, so the sums are those of the row-outer loop. Vectors a
 // row sees whole take unmasked loads and arithmetic (written out separately:
-// folding that case into RangeMask and the masked path measured 4-5 % slower,
-// the masked forms cost their extra mask moves).
+// folding that case into RangeMask and the masked path is slower: the masked
+// forms cost their extra mask moves).
 //
 // TileMax reads the tile once, row by row: up to four 16-lane vectors of a
 // row (its 64 queries) fold into four running maxima, two sets of them over
@@ -153,9 +153,9 @@ void Gemm(int m, int n, int k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs, c
 // 4-cycle latency), combined at the end. The tile (64 KiB at the AMX
 // forward's 256 keys) has just been written by the tile unit and mostly sits
 // in L2: the earlier order, one 16-lane vector at a time down all the rows,
-// walked it four times a 64-byte line per 256-byte row, and its FoldMax took
-// 22.4 Mcycles per 8K window-1024 bf16 forward against 17.3 now (both threads;
-// docs/BENCHMARKS.md, issue 16). A NaN score never enters (vmaxps returns
+// walked it four times a 64-byte line per 256-byte row, and its FoldMax cost
+// markedly more cycles per window-1024 bf16 forward
+// (docs/history/benchmarks-2026.md, "Attention at GEMM speed"). A NaN score never enters (vmaxps returns
 // its second operand, the running max, when the first is NaN), so the
 // maximum is the same value; only a zero's sign could differ.
 template <int NX>
@@ -387,9 +387,8 @@ inline void StorePairsStep(const PairRowsOut& o, int x, __m512 p0a, __m512 p0b, 
 // BackwardLanes. Each row's lse, drow and exponent bias are made once per
 // row pair, not once per 16 lanes (the compiler had kept ExpBias's FMA in
 // the loop). Every lane takes the same operations either way: the same bits.
-// The pass took 18-25 % less time (2K-32K window-1024 and 8K full bf16
-// backward on a 2-core AMX VM, alternating per call; docs/BENCHMARKS.md,
-// issue 16).
+// The pass takes markedly less time than storing fp32 rows, at 2K-32K
+// window-1024 and 8K full bf16 backward (docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 void BackwardPairs(const float* s, const float* dp, int rows, int ld, int len, int width, const int* ra,
                    const int* rb, const float* lse, const float* drow, uint32_t* p_pairs, uint32_t* ds_pairs,
                    int pairs_ld, uint32_t* ds_rows, int rows_ld) {

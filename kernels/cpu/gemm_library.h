@@ -1,7 +1,7 @@
 // Why: F32 products are most of a training step's time, and no one BLAS is
-// fastest everywhere. On this project's 2-core AVX2 machine oneDNN's JIT sgemm
-// ran the model's GEMM shapes (k = 512..2816, fused q|k|v and gate|up, the
-// weight-gradient TN products) 10-80 % faster than OpenBLAS 0.3.21, while
+// fastest everywhere. On AVX2 machines oneDNN's JIT sgemm runs the model's
+// GEMM shapes (k = 512..2816, fused q|k|v and gate|up, the
+// weight-gradient TN products) faster than OpenBLAS (docs/BENCHMARKS.md), while
 // OpenBLAS stays the reference BLAS for F64 and a selectable alternative. The
 // choice is the backend's (CpuBackendOptions::gemm, kernels/cpu/cpu_backend.h),
 // handed to each product in a MatmulConfig, so a benchmark can compare the two

@@ -1,9 +1,9 @@
 // Why: the long-sequence tensors (q|k|v at 16,384 tokens and more, the
 // activation arena, packed K/V) span tens of MiB, read a row every few KiB
 // (one head's slice of a q|k|v row). With 4 KiB pages that is a TLB miss per
-// row once the span passes the TLB's reach (measured: fp32 full attention
-// fell from 297 to 244 GFLOP/s between 8K and 16K tokens on a 2-core Zen 5
-// VM, docs/BENCHMARKS.md). Linux backs such ranges with 2 MiB pages when asked
+// row once the span passes the TLB's reach (fp32 full attention's GFLOP/s
+// drops between 8K and 16K tokens without them: docs/history/benchmarks-2026.md, "Attention at GEMM speed").
+// Linux backs such ranges with 2 MiB pages when asked
 // (transparent huge pages in "madvise" mode, Debian's default), so large
 // allocations ask.
 #ifndef LONGCTX_KERNELS_CPU_HUGE_PAGES_H_

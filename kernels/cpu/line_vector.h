@@ -2,10 +2,9 @@
 // tile rows must start on a cache line. std::vector only guarantees 16 bytes
 // (glibc malloc), so a buffer lands at a different offset in its line from run
 // to run, and when it is off a line every 64-byte row load or store touches two
-// lines. Measured (docs/BENCHMARKS.md, issue 16): the bf16 attention scratch
-// moved from std::vector to this took a single-thread L = 8,192 forward from
-// 292 to 243 ms and the backward from 549 to 382 ms, and the GEMM peak
-// benchmark's bf16 figure from 1,412-1,496 to 1,475-1,661 GFLOP/s.
+// lines. Line-aligned buffers make the bf16 attention's forward and backward
+// and the GEMM peak benchmark's bf16 figure markedly faster
+// (docs/history/benchmarks-2026.md, "Attention at GEMM speed").
 #ifndef LONGCTX_KERNELS_CPU_LINE_VECTOR_H_
 #define LONGCTX_KERNELS_CPU_LINE_VECTOR_H_
 

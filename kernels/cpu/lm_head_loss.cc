@@ -24,7 +24,8 @@
 
 // The row passes below in 512-bit vectors where the CPU has them (GCC's
 // default for -march=native on AVX-512 CPUs is 256): a bf16 LM head at
-// 16,384 tokens ~7 % faster, measured. Only a code-generation preference: the
+// 16,384 tokens is faster with them (docs/history/benchmarks-2026.md, "Attention at GEMM speed").
+// Only a code-generation preference: the
 // instruction set stays -march's, so a build for an AVX2 CPU is unchanged.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("prefer-vector-width=512")

@@ -37,7 +37,8 @@
 // fp32 kernels skip the pair; finite inputs give identical visibility.
 //
 // Not done here: Hopper's wgmma and TMA (FlashAttention-3), a single-kernel
-// backward. Measured on an H200 in docs/BENCHMARKS.md.
+// backward. Its speed: docs/BENCHMARKS.md, "Tensor-core attention on the
+// H200".
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -587,15 +588,13 @@ struct MmaConfig {
   static size_t MostSmem() { return std::max({sizeof(Fwd), sizeof(Kv), sizeof(Q)}); }
 };
 
-// The configuration per head_dim, chosen on an H200 (docs/BENCHMARKS.md,
-// "Tensor-core attention"): at head_dim 64, of ten tried, 8-warp forward
-// blocks and dK/dV blocks held to 168 registers so that three fit an SM
-// (12 bytes spilled) ran the 64K rows fastest (full 21.8 % of the bf16 peak,
-// against 19.3 % for 4-warp blocks without the bound). At 128, 32-query
-// tiles keep dK, dV (128 fp32 registers per thread) and the tile's S^T, dP^T
-// in registers, and of five tried, 32-key dQ tiles (three blocks per SM
-// instead of two) ran the 8B shape's rows fastest (full 32K 19.8 % against
-// 18.9 %).
+// The configuration per head_dim, the fastest of those tried
+// (docs/BENCHMARKS.md, "Tensor-core attention on the H200"): at head_dim 64,
+// 8-warp forward blocks, and dK/dV blocks held to 168 registers so that three
+// fit an SM (12 bytes spilled): more resident blocks hide more latency than
+// the spill costs. At 128, 32-query tiles keep dK, dV (128 fp32 registers per
+// thread) and the tile's S^T, dP^T in registers, and 32-key dQ tiles fit
+// three blocks per SM instead of two.
 template <int D>
 struct DefaultConfig : MmaConfig<D, 8, 64, 4, 64, 4, 3> {};
 template <>

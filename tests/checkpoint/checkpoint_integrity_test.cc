@@ -1,4 +1,4 @@
-// Why: issue 12's checkpoint findings, each as a regression test that fails on
+// Why: the checkpoint findings (corruption, races, partial writes), each as a regression test that fails on
 // the code before the fix: corrupt weight bytes loaded silently (now every
 // file has a size + XXH64 in manifest.json that loading checks, and `train`
 // falls back to the previous checkpoint), a bad trainer_state.json crashed or

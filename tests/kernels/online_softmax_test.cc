@@ -244,7 +244,7 @@ TEST(OnlineSoftmax, TileMaxOfEveryTableEqualsTheScalarLoop) {
 }
 
 // The attention scratch is LineVector so that tile rows and vectors never
-// straddle two cache lines (the largest speed-up of issue 16); every buffer,
+// straddle two cache lines (the largest single speed-up of the tiled attention); every buffer,
 // of every size, starts on one. (std::vector's glibc allocation is 16-byte
 // aligned: this fails for most of these sizes with the default allocator.)
 TEST(LineVector, EveryBufferStartsOnACacheLine) {

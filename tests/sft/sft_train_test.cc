@@ -1,4 +1,4 @@
-// Why: `longctx train` with data.sft is the SFT path of issue 13 end to end, at
+// Why: `longctx train` with data.sft is the SFT path end to end, at
 // CI scale (512/4096-token rows at 3:1 instead of 8,192/65,536, the 53,792-
 // parameter tiny-test model, 8,192 tokens a step): the response loss must
 // fall; metrics.jsonl must record every step's row length in the schedule's

@@ -240,10 +240,10 @@ double Tol() {
 // ~|dO||v| sqrt(d) while their difference can be ~0 (exactly 0 when a query
 // sees only itself), so their float rounding (~1e-6 absolute here) lands on
 // gradients of scale ~0.1-0.5. The tail is heavy across fresh draws: over
-// 120 draws of every F32 backward case (3,240 gradients each of dq, dk, dv;
-// 2026-11-28) the worst element was at median 2.4e-6, 99th percentile 1.4e-5,
-// largest 4.2e-5 (a query seeing only itself, dq = 0 exactly); 3e-5, set from
-// one fixed draw, failed one draw in CI. A wrong mask or product is off by
+// 120 draws of every F32 backward case (3,240 gradients each of dq, dk, dv)
+// the worst element was at median 2.4e-6, 99th percentile 1.4e-5,
+// largest 4.2e-5 (a query seeing only itself, dq = 0 exactly), so a bound
+// set from one fixed draw would fail fresh ones. A wrong mask or product is off by
 // O(1).
 template <class T>
 double GradTol() {
@@ -301,8 +301,8 @@ inline void CheckFiniteDifferences(const Case& c, int key_parts = 0) {
   std::mt19937 rng(test::FreshSeed(c.seed + 7));
   // eps 1e-5, near the central difference's optimum (cube root of double's
   // epsilon, times the inputs' unit scale): at 1e-6 the rounding of the
-  // outputs, divided by 2 eps, reached 1.9e-6 relative on fresh draws (worst
-  // of 12 per test, 2026-11-27) against 1.3e-7 at 1e-5.
+  // outputs, divided by 2 eps, reaches 1.9e-6 relative on fresh draws (worst
+  // of 12 per test) against 1.3e-7 at 1e-5.
   const double eps = 1e-5;
   int checked = 0;
   double worst = 0;

@@ -204,8 +204,8 @@ namespace {
 // OpenBLAS chooses its kernels from the CPU model as it loads, and one
 // older than the CPU falls back to generic ones: Debian 12's OpenBLAS 0.3.21
 // ran its Prescott (SSE3) kernels on an Intel Xeon of CPUID model 207, sgemm
-// 38 GFLOP/s against 227 with OPENBLAS_CORETYPE=SkylakeX (2 cores;
-// docs/BENCHMARKS.md, issue 16). The environment variable must be set before
+// a sixth of the GFLOP/s it gets with OPENBLAS_CORETYPE=SkylakeX
+// (docs/BENCHMARKS.md). The environment variable must be set before
 // the process starts (OpenBLAS reads it once, as it loads), so the bench
 // says so beside the sgemm peaks rather than choosing for the user.
 std::string OpenBlasKernelNote() {

@@ -65,7 +65,7 @@ GemmPeaks MeasureBackendGemmPeaks(Backend& backend);
 // The CPU limit of one precision alone, quickly (2048³, best of 5 per
 // library: ~0.5 s bf16, ~1 s fp32 on 2 cores): `bench attention` measures it
 // after every row, so that each row has the limit next to it in time (a VM's
-// GEMM peak halved and recovered within minutes: docs/BENCHMARKS.md, issue 16).
+// GEMM peak can halve and recover within minutes).
 // 0 on a device backend (not measured there).
 double MeasurePeakOfPrecision(Backend& backend, bool bf16_precision);
 

@@ -14,20 +14,18 @@
 //      ForwardBackward (no optimizer), and its activation arena.
 // Each figure is the median of at least --repeats runs after one warm-up —
 // more where the row is short, until the timed runs add up to --min_seconds
-// (default 1 s: two of a 4K row's three 74 ms repeats ran 13 % or more
-// slower than the third, and the median with them, on a 2-core Zen 5 VM
-// whose row peaks beside them did not move; docs/BENCHMARKS.md, issue 16) —
-// and the
-// attention op's GFLOP/s is also a fraction of the GEMM peak of the run's
+// (default 1 s: with only three repeats of a short row, two slow ones move
+// the median while the row's peaks beside them do not; docs/BENCHMARKS.md,
+// "Attention at GEMM speed") — and the attention op's GFLOP/s is also a fraction of the GEMM peak of the run's
 // precision (--precision=bf16: the bf16 peak), measured in the same run
 // before the lengths — and again after them, the summary line reporting the
 // drift between the two (a VM's speed can change within one run). With
 // --row_peaks (default on the CPU) the peak of the run's precision is also
 // measured after every row, so each row has the limit just before and just
 // after it: a row whose two are not both within 10 % of the best peak the run
-// measured ran in a slow phase of the machine (the 2-core VMs' GEMM peak
-// halved and recovered within minutes, the attention's speed with it, but not
-// in proportion), is marked `slow` and named in the summary: rerun it.
+// measured ran in a slow phase of the machine (a shared machine's GEMM peak
+// can halve and recover within minutes, the attention's speed with it, but
+// not in proportion), is marked `slow` and named in the summary: rerun it.
 #include <omp.h>
 #include <unistd.h>
 
@@ -430,8 +428,8 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
     summary[kind_name] = k;
   }
   // The limit again, after the lengths: a VM's speed can change within a run
-  // (the 16-core AMX host's GEMM peak moved ±30 % in minutes, the Zen 4 VM had
-  // slow phases lasting an hour: docs/BENCHMARKS.md), and every fraction
+  // (by tens of percent within minutes, or for an hour: docs/BENCHMARKS.md,
+  // "Attention at GEMM speed"), and every fraction
   // above is against the first measurement. A drift beyond 10 % says the
   // run's fractions are not like for like; rerun it.
   std::fprintf(stderr, "bench attention: measuring the GEMM peaks again ...\n");

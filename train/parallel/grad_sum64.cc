@@ -173,8 +173,8 @@ absl::Status SumReplicatedGradients(Communicator& comm, Backend& be, ParamStore&
       st = sum64->ReduceScatter(comm, grads, b, g);  // the identity, or the fp64 sum rounded into g
     } else if (sum64 != nullptr) {
       // Reduced in fp64 into a separate fp32 shard, then every rank's shard
-      // gathered into g (out of place: Open MPI's in-place all-gather measured
-      // slower here, 1.98 s against 0.61 s for ref-b's gradients).
+      // gathered into g (out of place: Open MPI's in-place all-gather is
+      // slower for large buffers, docs/BENCHMARKS.md, "Data parallel on CPU").
       if (tmp32->bytes() < static_cast<size_t>(r.size()) * sizeof(float))
         *tmp32 = DeviceBuffer(&be, static_cast<size_t>(r.size()) * sizeof(float));
       const Tensor mine(tmp32->data(), DType::kF32, {r.size()}, be.device());

@@ -1,9 +1,10 @@
 // Why: the same global batch on 1, 2 or 4 ranks must give the same losses
-// (issue 11: 1e-5 relative over 50 steps), and fp32 gradient sums do not: one
+// (within 1e-5 relative over 50 steps: docs/BENCHMARKS.md, "Data parallel on
+// CPU"), and fp32 gradient sums do not: one
 // rank accumulates its micro-batches in place (weight-gradient GEMMs add with
 // beta = 1 into the running sum), several ranks sum partial sums through MPI,
 // and the different rounding of each order is amplified by a loss spike
-// (7.8e-5 on 4 ranks before this file). train.proto's grad_sum_fp64 (default
+// (7.8e-5 relative on 4 ranks without it). train.proto's grad_sum_fp64 (default
 // on) makes the sum independent of the world size instead:
 //  * every micro-batch's gradient is computed on its own, from zeroed fp32
 //    storage — the same bits on any world size, given the same threads per
