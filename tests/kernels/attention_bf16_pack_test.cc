@@ -22,6 +22,7 @@
 #include "kernels/cpu/amx_bf16.h"
 #include "kernels/cpu/attention_tiles.h"
 #include "tests/support/test_seed.h"
+#include "tests/support/hardware_skip.h"
 
 namespace longctx {
 namespace {
@@ -43,8 +44,8 @@ class Bf16PackTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(Bf16PackTest, TransposedAEqualsRowMajorAAndTheBf16Reference) {
   const cpu::AttentionTileKernels<float>* t = cpu::AttentionTileKernelsBf16(GetParam());
-  if (t == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
-  if (GetParam() != (std::string(t->name) == "amx-bf16")) GTEST_SKIP() << "this CPU has no AMX";
+  if (t == nullptr) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no AVX512-BF16";
+  if (GetParam() != (std::string(t->name) == "amx-bf16")) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAmx) << "this CPU has no AMX";
   std::mt19937 rng(test::FreshSeed(20261124));
   std::normal_distribution<float> dist(0.f, 1.f);
   for (const Shape sh : {Shape{64, 64, 64}, Shape{64, 64, 128}, Shape{16, 16, 32}, Shape{37, 50, 13},
@@ -92,7 +93,7 @@ TEST_P(Bf16PackTest, TransposedAEqualsRowMajorAAndTheBf16Reference) {
 // bf16(scale A(i, 2p + 1))), zero past m and k, whole 16 x 16 blocks written;
 // nothing past them touched.
 TEST(AmxPackTest, RowPairsTransposedMatchesTheDefinition) {
-  if (!cpu::amx::Usable()) GTEST_SKIP() << "this CPU has no AMX (or no tile permission)";
+  if (!cpu::amx::Usable()) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAmx) << "this CPU has no AMX (or no tile permission)";
   std::mt19937 rng(test::FreshSeed(7));
   std::normal_distribution<float> dist(0.f, 1.f);
   auto bits = [](float x) {
@@ -127,7 +128,7 @@ TEST(AmxPackTest, RowPairsTransposedMatchesTheDefinition) {
 // product per element, and nothing outside the rows' d columns: aligned and
 // misaligned destinations, d a multiple of 16 and not.
 TEST(AmxPackTest, StreamScaledRowsWritesTheScaledRowsOnly) {
-  if (!cpu::amx::PairsUsable()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!cpu::amx::PairsUsable()) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no AVX512-BF16";
   std::mt19937 rng(test::FreshSeed(11));
   std::normal_distribution<float> dist(0.f, 1.f);
   for (const auto& [rows, d, offset] : {std::tuple{5, 64, 0}, std::tuple{3, 64, 1}, std::tuple{4, 48, 0},
@@ -167,7 +168,7 @@ TEST(AmxPackTest, StreamScaledRowsWritesTheScaledRowsOnly) {
 // columns past the products); and its P must be exp(S - lse) of a double
 // product of the same bf16 operands, to bf16 accuracy.
 TEST(DotBackwardPairsTest, SameBitsAsTheProductsThenThePassAndMatchesDouble) {
-  if (!cpu::amx::PairsUsable()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!cpu::amx::PairsUsable()) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no AVX512-BF16";
   std::mt19937 rng(test::FreshSeed(20261127));
   std::normal_distribution<float> dist(0.f, 1.f);
   auto pair = [&](float lo, float hi) {

@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/support/attention_fixture.h"
+#include "tests/support/hardware_skip.h"
 
 namespace longctx {
 namespace {
@@ -129,7 +130,7 @@ TEST(AttentionIsaOptionTest, TheBackendRunsTheChosenTiles) {
 }
 
 TEST(AttentionIsaOptionTest, AttentionAmxFalseRunsTheDotProductTiles) {
-  if (cpu::AttentionTileKernelsBf16() == nullptr) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  if (cpu::AttentionTileKernelsBf16() == nullptr) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no bf16 dot products";
   const Case c{"amx-option", {1, 5, 130, 1, 163}, 4, 2, 64, 37};
   const Inputs in = RandomInputs<float>(ShapeOf(c), 12);
   const bool has_amx = cpu::AttentionTileKernelsBf16(true) != cpu::AttentionTileKernelsBf16(false);

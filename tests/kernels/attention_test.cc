@@ -32,6 +32,7 @@
 #include "tests/support/naive_attention.h"
 #include "tests/support/op_test_util.h"
 #include "tests/support/test_seed.h"
+#include "tests/support/hardware_skip.h"
 
 namespace longctx {
 namespace {
@@ -133,7 +134,8 @@ class AttentionIsaTest : public ::testing::TestWithParam<IsaCase> {
  protected:
   void SetUp() override {
     if (!cpu::AttentionIsaSupported(GetParam().isa))
-      GTEST_SKIP() << "this CPU cannot run the " << cpu::AttentionIsaName(GetParam().isa) << " tile kernels";
+      LONGCTX_SKIP_WITHOUT(GetParam().isa == cpu::AttentionIsa::kAvx512 ? ::longctx::test::kNoAvx512 : "no_avx2")
+          << "this CPU cannot run the " << cpu::AttentionIsaName(GetParam().isa) << " tile kernels";
   }
 };
 
@@ -213,8 +215,8 @@ class AttentionBf16Test : public ::testing::TestWithParam<Bf16Case> {
  protected:
   void SetUp() override {
     const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(GetParam().amx);
-    if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
-    if (GetParam().amx != (std::string(k->name) == "amx-bf16")) GTEST_SKIP() << "this CPU has no AMX";
+    if (k == nullptr) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no AVX512-BF16";
+    if (GetParam().amx != (std::string(k->name) == "amx-bf16")) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAmx) << "this CPU has no AMX";
   }
 };
 
@@ -283,7 +285,7 @@ TEST(AttentionBf16, QueriesSeeingOnlyThemselvesGetNoQueryOrKeyGradient) {
       EXPECT_GT(dv_max, 0.5) << "dv = dO is not small: the backward ran";
     }
   }
-  if (units == 0) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (units == 0) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no AVX512-BF16";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionBf16Test, ::testing::ValuesIn(AllBf16Cases()),
@@ -307,8 +309,8 @@ class AttentionPackedBf16Test : public ::testing::TestWithParam<PackedCase> {
  protected:
   void SetUp() override {
     const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(GetParam().amx);
-    if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
-    if (GetParam().amx != (std::string(k->name) == "amx-bf16")) GTEST_SKIP() << "this CPU has no AMX";
+    if (k == nullptr) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no AVX512-BF16";
+    if (GetParam().amx != (std::string(k->name) == "amx-bf16")) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAmx) << "this CPU has no AMX";
   }
 };
 
@@ -443,7 +445,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionPackedBf16Test, ::testing::ValuesIn(All
 // than their documents), so the comparisons above cover its laps.
 TEST(AttentionPackedBf16, CasesWrapTheBackwardRing) {
   const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16(false);
-  if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (k == nullptr) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no AVX512-BF16";
   const int64_t before = cpu::PackedBf16BackwardRingWraps();
   for (const Case& c : PackedCases()) {
     if (c.head_dim % 32 != 0) continue;

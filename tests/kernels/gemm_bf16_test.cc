@@ -27,6 +27,7 @@
 #include "kernels/math/bf16.h"
 #include "tests/support/finite_diff.h"
 #include "tests/support/test_seed.h"
+#include "tests/support/hardware_skip.h"
 #include "train/checkpoint/safetensors.h"
 
 namespace longctx {
@@ -43,7 +44,7 @@ bool Runnable(Bf16GemmPath path) { return path != Bf16GemmPath::kOneDnn || cpu::
 
 #define SKIP_IF_NOT_RUNNABLE(path)                                                                  \
   if (!Runnable(path))                                                                              \
-  GTEST_SKIP() << "oneDNN offers no bf16 matmul on this CPU (ISA " << cpu::OneDnnCpuIsaName()       \
+  LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512) << "oneDNN offers no bf16 matmul on this CPU (ISA " << cpu::OneDnnCpuIsaName()       \
                << "; oneDNN 2.6 needs avx512_core); the rounded-sgemm path is what runs here"
 
 class GemmBf16PathTest : public ::testing::TestWithParam<Bf16GemmPath> {};

@@ -20,6 +20,7 @@
 #include "kernels/cpu/line_vector.h"
 #include "kernels/math/online_softmax.h"
 #include "tests/support/test_seed.h"
+#include "tests/support/hardware_skip.h"
 
 namespace longctx {
 namespace {
@@ -53,7 +54,7 @@ TEST(OnlineSoftmax, FloatExpIsAccurateAndVectorFriendly) {
 // and backward (P = exp(s - lse), dS = P (dP - D)).
 TEST(OnlineSoftmax, Bf16TablesExpIsAccurateToFarBelowBf16) {
   const cpu::AttentionTileKernels<float>* k = cpu::AttentionTileKernelsBf16();
-  if (k == nullptr) GTEST_SKIP() << "this CPU has no AVX512-BF16: no bf16 tables";
+  if (k == nullptr) LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512Bf16) << "this CPU has no AVX512-BF16: no bf16 tables";
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> xs;
   for (int i = 0; i <= 100000; ++i) xs.push_back(-87.0f * static_cast<float>(i) / 100000.0f);

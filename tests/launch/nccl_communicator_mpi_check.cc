@@ -109,11 +109,11 @@ int main() {
   const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int local_ranks = local_size != nullptr ? std::atoi(local_size) : 1;
   if (e != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no GPU (cudaGetDeviceCount: %d devices, %s)\n", devices, cudaGetErrorString(e));
+    std::printf("LONGCTX_SKIP(no_cuda_device): no GPU (cudaGetDeviceCount: %d devices, %s)\n", devices, cudaGetErrorString(e));
     return kSkip;
   }
   if (devices < local_ranks) {
-    std::printf("SKIP: %d GPUs for %d ranks on this node (NCCL needs one GPU per rank)\n", devices, local_ranks);
+    std::printf("LONGCTX_SKIP(too_few_cuda_devices): %d GPUs for %d ranks on this node (NCCL needs one GPU per rank)\n", devices, local_ranks);
     return kSkip;
   }
   absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(Device::kCuda);

@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "model/plan.h"
 #include "model/transformer.h"
+#include "tests/support/hardware_skip.h"
 
 namespace longctx {
 namespace {
@@ -147,7 +148,7 @@ class PlanBf16CopiesTest : public ::testing::TestWithParam<Bf16CopiesCase> {};
 TEST_P(PlanBf16CopiesTest, PlanEqualsTheCopiesAStepKeeps) {
   const Bf16CopiesCase& k = GetParam();
   if (k.library == Bf16GemmLibrary::kOneDnn && !cpu::OneDnnBf16Available())
-    GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (AVX2 only): the onednn path cannot run here";
+    LONGCTX_SKIP_WITHOUT(::longctx::test::kNoAvx512) << "oneDNN has no bf16 matmul on this CPU (AVX2 only): the onednn path cannot run here";
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no copies yet
   EXPECT_EXIT(StepAndCompareBf16Copies(k), ::testing::ExitedWithCode(0), "held [0-9]+ planned");
 }
