@@ -6,9 +6,14 @@
 # every kill the checkpoint a restart resumes from (the newest step directory
 # with COMPLETE) must verify against its manifest (`longctx checkpoint
 # verify`), and every temporary directory present at a kill must be gone once
-# a later save has succeeded. The run must also make progress (a restart that
-# never reaches a new checkpoint N times in a row would be a bug too).
+# a later save has succeeded. The run must also make progress: the newest
+# complete step must advance at least once in every STALL_LIMIT (default 5)
+# consecutive kills — a restart that resumes but never saves again, or never
+# gets past its start, fails here even though the old checkpoint still
+# verifies — and the last checkpoint must be later than the first one seen.
 #   scripts/kill_storm.sh [N=100] [LONGCTX=build/bin/longctx] [DATA=data/corpus/demo.ltok]
+# KILL_STORM_RESTART_ARGS: extra `train` flags for every restart after the
+# first run (e.g. --ckpt_every=1000000 plants a job that stops saving).
 # ctest runs it with N=10 (checkpoint.kill_storm). Prints "kill_storm: PASS".
 set -u
 n="${1:-100}"
@@ -28,11 +33,14 @@ newest_complete() {
 }
 
 fail=0; kills=0; verified=0; tmp_seen=0; tmp_checked=0; no_ckpt=0
+stall=0; worst_stall=0; prev=-1; first=-1; stall_limit=${STALL_LIMIT:-5}
 pending_tmps=""; pending_step=-1
 for ((i = 1; i <= n; i++)); do
+  extra=""; [ "$i" -gt 1 ] && extra="${KILL_STORM_RESTART_ARGS:-}"
+  # shellcheck disable=SC2086
   $mpirun -np 2 "$bin" train --config "$root/configs/tiny-test.textproto" --data.path="$data" \
     --out_dir="$out" --threads=1 --force_threads=true --mode=FSDP --grad_accum=2 --steps=1000000 \
-    --ckpt_every=1 --keep_checkpoints=2 --log_every=1000 > "$tmp/run.log" 2>&1 &
+    --ckpt_every=1 --keep_checkpoints=2 --log_every=1000 $extra > "$tmp/run.log" 2>&1 &
   pid=$!
   # 0.3 - 4.3 s: from mpirun's start-up through several saves.
   sleep "$(( RANDOM % 4 )).$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
@@ -55,6 +63,11 @@ for ((i = 1; i <= n; i++)); do
   # finished: two newer checkpoints (a kill can land between a save's rename
   # and its pruning, so one newer checkpoint does not prove its save finished).
   now=-1; [ -n "$latest" ] && now=$((10#${latest##*step-}))
+  if [ "$now" -gt "$prev" ]; then stall=0; prev=$now; [ "$first" -lt 0 ] && first=$now; else stall=$((stall + 1)); fi
+  [ "$stall" -gt "$worst_stall" ] && worst_stall=$stall
+  if [ "$stall" -ge "$stall_limit" ]; then
+    echo "kill_storm: FAIL: kill $kills: no new checkpoint in $stall consecutive kills (newest step $now)"; tail -5 "$tmp/run.log"; fail=1
+  fi
   if [ -n "$pending_tmps" ] && [ "$now" -ge $((pending_step + 2)) ]; then
     for t in $pending_tmps; do
       tmp_checked=$((tmp_checked + 1))
@@ -78,5 +91,9 @@ for ((i = 1; i <= n; i++)); do
 done
 step=$(basename "$(newest_complete)")
 echo "kill_storm: $kills SIGKILLs; newest complete checkpoint verified after $verified of them (none yet after $no_ckpt);" \
-     "temporary dirs left by a kill: $tmp_seen seen, $tmp_checked checked gone after the next save; last checkpoint $step"
+     "temporary dirs left by a kill: $tmp_seen seen, $tmp_checked checked gone after the next save; last checkpoint $step;" \
+     "progress: first step $first, last $prev, longest run of kills without a new checkpoint $worst_stall (limit $stall_limit)"
+if [ "$fail" -eq 0 ] && [ "$kills" -ge "$stall_limit" ] && [ "$prev" -le "$first" ]; then
+  echo "kill_storm: FAIL: the newest checkpoint never advanced past step $first"; fail=1
+fi
 if [ "$fail" -eq 0 ] && [ "$verified" -gt 0 ]; then echo "kill_storm: PASS"; else echo "kill_storm: FAIL"; exit 1; fi
