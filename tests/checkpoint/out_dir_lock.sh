@@ -30,8 +30,8 @@ fi
 timeout 120 $mpirun -np 2 "$bin" train "${args[@]}" --steps=3 --mode=FSDP --grad_accum=1 --data.batch_size=1 > "$tmp/mpi.log" 2>&1
 rc=$?
 n=$(grep -c "is in use by another longctx job (pid $holder" "$tmp/mpi.log")
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -ge 1 ]; then
-  echo "out_dir_lock: 2-rank job refused (exit $rc, $n rank messages)"
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$n" -ge 2 ]; then
+  echo "out_dir_lock: 2-rank job refused on both ranks (exit $rc, $n rank messages)"
 else
   echo "out_dir_lock: FAIL: 2-rank job: exit $rc, $n messages naming the holder:"; cat "$tmp/mpi.log"; fail=1
 fi
