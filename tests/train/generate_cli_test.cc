@@ -111,14 +111,25 @@ TEST_F(GenerateCliTest, SamplingFollowsTheSeed) {
   EXPECT_NE(run(3), run(4));
 }
 
-TEST_F(GenerateCliTest, GenerateWithStringRuns) {
-  auto r = RunCommand(Generate("--prompt 'In the beginning of the year the' --max_new_tokens 16 --string "
-                               "--string_w 2 --string_rope_scale --json"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json j = LastJsonLine(r.output);
-  EXPECT_EQ(j["string"]["s"], 10);  // data.seq_len 32 / 3
-  EXPECT_EQ(j["string"]["w"], 2);
-  EXPECT_EQ(j["string"]["rope_scale"], true);
+// STRING must reach generation, not only its settings: sampling with one seed,
+// STRING with S beyond every distance is the identity (the same tokens as
+// plain generation), and STRING with S = 10 over a 32-byte prompt changes the
+// logits and so the sampled tokens.
+TEST_F(GenerateCliTest, GenerateWithStringChangesTheSampledTokens) {
+  const std::string base =
+      "--prompt 'In the beginning of the year the' --max_new_tokens 30 --temperature 1.5 --top_k 40 --seed=3 --json";
+  auto run = [&](const std::string& extra) {
+    auto r = RunCommand(Generate(base + extra));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return LastJsonLine(r.output);
+  };
+  const nlohmann::json plain = run(""), str = run(" --string --string_w 2 --string_rope_scale"),
+                       far = run(" --string --string_s 1000");
+  EXPECT_EQ(str["string"]["s"], 10);  // data.seq_len 32 / 3
+  EXPECT_EQ(str["string"]["w"], 2);
+  EXPECT_EQ(str["string"]["rope_scale"], true);
+  EXPECT_EQ(far["tokens"], plain["tokens"]) << "STRING with S past every distance must be the identity";
+  EXPECT_NE(str["tokens"], plain["tokens"]) << "STRING with S = 10 left a 32-byte prompt's sampling unchanged";
 }
 
 TEST_F(GenerateCliTest, EvalWithStringPrintsAFiniteLoss) {

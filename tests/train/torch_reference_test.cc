@@ -103,19 +103,33 @@ TEST(TorchReferenceTest, BenchWithPeerPrintsBothSystemsAndRatios) {
   EXPECT_EQ(ours.value("system", ""), "longctx");
   EXPECT_EQ(peer.value("system", ""), "pytorch");
   EXPECT_EQ(cmp.value("system", ""), "comparison");
-  EXPECT_EQ(peer.value("params", 0), ours.value("params", 0));
-  EXPECT_EQ(peer.value("tokens_per_step", 0), ours.value("tokens_per_step", 0));
-  EXPECT_EQ(peer.value("threads", 0), 1);
+  // Every compared field must be present (and positive where it is a count or
+  // a rate) on both sides: a field absent from both would otherwise compare
+  // equal through its default.
+  const std::string out = r.output;
+  auto num = [&out](const nlohmann::json& j, const char* key) {
+    EXPECT_TRUE(j.contains(key) && j[key].is_number()) << key << " missing from " << j.dump() << "\n" << out;
+    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
+  };
+  EXPECT_GT(num(ours, "params"), 0);
+  EXPECT_EQ(num(peer, "params"), num(ours, "params"));
+  EXPECT_GT(num(ours, "tokens_per_step"), 0);
+  EXPECT_EQ(num(peer, "tokens_per_step"), num(ours, "tokens_per_step"));
+  EXPECT_EQ(num(peer, "threads"), 1);
   EXPECT_EQ(peer.value("precision", ""), "fp32");
   // Same FLOPs per token credited to both.
-  EXPECT_DOUBLE_EQ(peer.value("flops_per_token", 0.0), ours.value("flops_per_token", -1.0));
-  const double ratio = cmp.value("tokens_per_s_ratio", 0.0);
-  EXPECT_NEAR(ratio, ours.value("tokens_per_s", 0.0) / peer.value("tokens_per_s", 1.0), 1e-9 * ratio);
-  EXPECT_NEAR(cmp.value("pytorch_fraction_of_peak", 0.0),
-              peer.value("gflops", 0.0) / ours.value("peak_gflops", 1.0), 1e-12);
+  EXPECT_GT(num(ours, "flops_per_token"), 0);
+  EXPECT_DOUBLE_EQ(num(peer, "flops_per_token"), num(ours, "flops_per_token"));
+  const double ratio = num(cmp, "tokens_per_s_ratio");
+  EXPECT_GT(ratio, 0);
+  EXPECT_GT(num(peer, "tokens_per_s"), 0);
+  EXPECT_NEAR(ratio, num(ours, "tokens_per_s") / num(peer, "tokens_per_s"), 1e-9 * ratio);
+  EXPECT_GT(num(ours, "peak_gflops"), 0);
+  EXPECT_GT(num(cmp, "pytorch_fraction_of_peak"), 0);
+  EXPECT_NEAR(num(cmp, "pytorch_fraction_of_peak"), num(peer, "gflops") / num(ours, "peak_gflops"), 1e-12);
   // Both start from random weights on random tokens: loss near ln(vocab 260).
-  EXPECT_NEAR(peer.value("last_loss", 0.0), 5.56, 0.5);
-  EXPECT_NEAR(ours.value("last_loss", 0.0), 5.56, 0.5);
+  EXPECT_NEAR(num(peer, "last_loss"), 5.56, 0.5);
+  EXPECT_NEAR(num(ours, "last_loss"), 5.56, 0.5);
 }
 
 // The same model, not just the same parameter count: longctx's weights loaded
