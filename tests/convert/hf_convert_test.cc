@@ -380,7 +380,12 @@ TEST(HfConvertTest, MetaLayoutPermutesQkRowsBothWays) {
   // Read as HF layout, the Meta file is a different (wrong) model.
   ASSERT_TRUE(Import(tmp / "meta", tmp / "wrong").ok());
   const Tokens t = MakeTokens(tmp.path(), 260, 9);
-  EXPECT_GT(std::fabs(LongctxLoss(tmp / "wrong", t.batch) - LongctxLoss(tmp / "ckpt", t.batch)), 1e-6);
+  // The loss tests above hold the HF loss to 1e-5; the wrong layout must move
+  // the loss by at least 100 times that, so no tolerance could hide it.
+  const double wrong = LongctxLoss(tmp / "wrong", t.batch), right = LongctxLoss(tmp / "ckpt", t.batch);
+  std::printf("q/k read in the wrong layout: loss %.6f against %.6f (|change| %.3g)\n", wrong, right,
+              std::fabs(wrong - right));
+  EXPECT_GT(std::fabs(wrong - right), 100 * 1e-5);
 }
 
 std::string ExportError(const std::vector<std::string>& overrides) {

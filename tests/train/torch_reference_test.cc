@@ -9,7 +9,9 @@
 // lines, the same parameter count, consistent ratios. Without Debian's
 // python3-torch (scripts/setup.sh installs it) they fail with a message saying
 // so: never skipped, never passed. No timing thresholds.
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,16 +19,19 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "kernels/backend_registry.h"
 #include "model/config.h"
 #include "model/plan.h"
+#include "tests/support/test_seed.h"
 #include "tests/support/test_util.h"
 #include "train/bench/bench.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
 #include "train/checkpoint/safetensors.h"
+#include "model/layer_attention.h"
 #include "model/transformer.h"
 #include "data/packer.h"
 
@@ -227,6 +232,177 @@ TEST(TorchReferenceTest, SameLossAndGradientsAsLongctxOnTheSameWeights) {
   ExpectSameLossAndGradients({"data.seq_len=20", "data.batch_size=2"});
   ExpectSameLossAndGradients({"data.seq_len=20", "data.batch_size=2", "model.qk_norm=true",
                               "model.tie_embeddings=true", "model.layer_pattern=ALL_ROPE_FULL"});
+}
+
+// Elementwise, on packed rows: tests/train/torch_model_check.py is the test's
+// own PyTorch statement of the model (explicit masks and position tables, no
+// longctx code). Each row holds several documents (one of one token, some
+// longer than the sliding window), positions restart per document, some
+// targets are -1. Every gradient element must agree relative to its tensor's
+// norm: max_i |ours_i - theirs_i| / ||theirs||. A transposed or permuted
+// gradient is off by O(max |g_i| / ||g||), far above the bound. With STRING
+// (inference) the losses are compared.
+struct ElementwiseResult {
+  double loss = 0, peer_loss = 0;
+  std::map<std::string, double> worst_by_kind;  // tensor kind (name without the layer) -> worst error
+};
+
+std::string TensorKind(const std::string& name) {
+  // model.layers.3.self_attn.q_proj.weight -> self_attn.q_proj.weight
+  const std::string pre = "model.layers.";
+  if (name.rfind(pre, 0) != 0) return name;
+  const size_t dot = name.find('.', pre.size());
+  return name.substr(dot + 1);
+}
+
+ElementwiseResult CompareWithTorchModel(const std::vector<std::string>& overrides, const StringOptions& string) {
+  ElementwiseResult res;
+  absl::StatusOr<TrainConfig> c = LoadTrainConfig(SourcePath("configs/tiny-test.textproto"), overrides);
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return res;
+  absl::StatusOr<ModelDims> dims = ResolveModelConfig(c->model());
+  EXPECT_TRUE(dims.ok()) << dims.status();
+  if (!dims.ok()) return res;
+  absl::StatusOr<std::unique_ptr<Backend>> be = MakeBackend("cpu");
+  EXPECT_TRUE(be.ok());
+  Transformer model(*dims, be->get(), DType::kF32);
+  model.InitParams(21);
+  std::mt19937 rng(test::FreshSeed(22));
+  std::normal_distribution<float> noise(0.f, 0.05f);
+  for (int b = 0; b < model.layout().num_buffers(); ++b) {
+    float* p = model.params().buffer(b).as<float>();
+    for (int64_t i = 0; i < model.layout().buffer_size(b); ++i) p[i] += noise(rng);
+  }
+  ::longctx::testing::TempDir tmp;
+  std::vector<SafetensorsEntry> entries;
+  for (const ParamSlice& sl : model.layout().slices())
+    entries.push_back({.name = sl.name, .shape = sl.shape, .data = model.params().buffer(sl.buffer).as<float>() + sl.offset});
+  EXPECT_TRUE(WriteSafetensors(tmp / "model.safetensors", entries, {}).ok());
+
+  // Packed rows: documents of 1, 3, 13 and the rest of the row (T = 32,
+  // window 8), shuffled per row.
+  const int32_t B = 2, T = c->data().seq_len(), V = dims->vocab;
+  PackedBatch batch;
+  batch.batch_size = B;
+  batch.seq_len = T;
+  std::uniform_int_distribution<int32_t> id(0, V - 1);
+  std::bernoulli_distribution no_loss(0.15);
+  nlohmann::json ids = nlohmann::json::array(), targets = ids, segments = ids, positions = ids;
+  batch.cu_seqlens.push_back(0);
+  for (int r = 0; r < B; ++r) {
+    std::vector<int32_t> lens = {1, 3, 13, T - 17};
+    std::shuffle(lens.begin(), lens.end(), rng);
+    nlohmann::json ir = nlohmann::json::array(), tr = ir, sr = ir, pr = ir;
+    for (size_t dcount = 0; dcount < lens.size(); ++dcount) {
+      for (int32_t t = 0; t < lens[dcount]; ++t) {
+        batch.inputs.push_back(id(rng));
+        batch.targets.push_back(no_loss(rng) ? -1 : id(rng));
+        batch.positions.push_back(t);
+        if (batch.targets.back() >= 0) ++batch.num_target_tokens;
+        ir.push_back(batch.inputs.back());
+        tr.push_back(batch.targets.back());
+        sr.push_back(static_cast<int>(dcount));
+        pr.push_back(t);
+      }
+      batch.cu_seqlens.push_back(batch.cu_seqlens.back() + lens[dcount]);
+      batch.max_seqlen = std::max(batch.max_seqlen, lens[dcount]);
+    }
+    ids.push_back(ir), targets.push_back(tr), segments.push_back(sr), positions.push_back(pr);
+  }
+  EXPECT_TRUE(ValidatePackedBatch(batch).ok()) << ValidatePackedBatch(batch);
+  ::longctx::testing::WriteFile(tmp / "batch.json", nlohmann::json{{"ids", ids}, {"targets", targets},
+                                                                     {"segments", segments}, {"positions", positions}}
+                                                         .dump());
+  nlohmann::json m = {{"hidden", dims->hidden}, {"layers", dims->layers}, {"heads", dims->heads},
+                      {"kv_heads", dims->kv_heads}, {"head_dim", dims->head_dim}, {"ffn", dims->ffn},
+                      {"vocab", dims->vocab}, {"rms_norm_eps", dims->eps}, {"rope_theta", dims->theta},
+                      {"rope_dim", dims->rope_dim}, {"window", dims->window}, {"tied", dims->tied},
+                      {"qk_norm", dims->qk_norm}, {"roper", dims->roper}, {"roper_dim", dims->roper_dim}};
+  std::vector<std::string> kinds;
+  for (AttentionKind k : dims->kinds) kinds.push_back(AttentionKind_Name(k));
+  m["kinds"] = kinds;
+  m["string"] = string.enabled ? nlohmann::json{{"s", string.s}, {"w", string.w}} : nlohmann::json(nullptr);
+  ::longctx::testing::WriteFile(tmp / "model.json", m.dump());
+
+  const double n = static_cast<double>(batch.num_target_tokens);
+  DeviceBatch device_batch(be->get());
+  model.grads().Zero();
+  if (string.enabled) EXPECT_TRUE(model.SetStringOptions(string).ok());
+  res.loss = model.ForwardBackward(device_batch.Upload(batch), 1.0 / n, /*backward=*/!string.enabled) / n;
+
+  const auto r = RunCommand(absl::StrCat(kPython, " ", SourcePath("tests/train/torch_model_check.py"), " --model ",
+                                         tmp / "model.json", " --weights ", tmp / "model.safetensors", " --batch ",
+                                         tmp / "batch.json", " --grads_out ", tmp / "grads.safetensors"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> lines = JsonLines(r.output);
+  EXPECT_EQ(lines.size(), 1u) << r.output;
+  if (lines.size() != 1) return res;
+  res.peer_loss = lines[0]["loss"].get<double>();
+  if (string.enabled) return res;
+  absl::StatusOr<SafetensorsReader> grads = SafetensorsReader::Open(tmp / "grads.safetensors");
+  EXPECT_TRUE(grads.ok()) << grads.status();
+  if (!grads.ok()) return res;
+  EXPECT_EQ(grads->names().size(), model.layout().slices().size());
+  for (const ParamSlice& sl : model.layout().slices()) {
+    std::vector<float> theirs(sl.numel());
+    absl::Status st = grads->ReadInto(sl.name, theirs.data(), DType::kF32, sl.shape);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok()) continue;
+    const float* ours = model.grads().buffer(sl.buffer).as<float>() + sl.offset;
+    double norm = 0, worst = 0;
+    for (float t : theirs) norm += static_cast<double>(t) * t;
+    norm = std::sqrt(norm);
+    EXPECT_GT(norm, 0.0) << sl.name << ": PyTorch's gradient is zero";
+    for (int64_t i = 0; i < sl.numel(); ++i) worst = std::max(worst, std::fabs(double{ours[i]} - theirs[i]));
+    double& w = res.worst_by_kind[TensorKind(sl.name)];
+    w = std::max(w, norm > 0 ? worst / norm : worst);
+  }
+  return res;
+}
+
+void ExpectElementwise(const std::vector<std::string>& overrides) {
+  const ElementwiseResult r = CompareWithTorchModel(overrides, {});
+  EXPECT_NEAR(r.peer_loss, r.loss, 2e-6 * r.loss);
+  std::printf("[%s] loss longctx %.7f pytorch %.7f\n", absl::StrJoin(overrides, " ").c_str(), r.loss, r.peer_loss);
+  for (const auto& [kind, worst] : r.worst_by_kind) {
+    std::printf("  %-40s worst |ours - theirs| / ||theirs|| = %.2e\n", kind.c_str(), worst);
+    EXPECT_LT(worst, 2e-5) << kind;
+  }
+  EXPECT_FALSE(r.worst_by_kind.empty());
+}
+
+TEST(TorchReferenceTest, ElementwiseGradientsOnPackedRowsRnopeSwa) {
+  REQUIRE_TORCH();
+  ExpectElementwise({});  // RNoPE-SWA: 3 RoPE sliding-window layers (window 8) and a NoPE full one
+}
+
+TEST(TorchReferenceTest, ElementwiseGradientsOnPackedRowsQkNormTiedRopeFull) {
+  REQUIRE_TORCH();
+  ExpectElementwise({"model.qk_norm=true", "model.tie_embeddings=true", "model.layer_pattern=ALL_ROPE_FULL"});
+}
+
+TEST(TorchReferenceTest, ElementwiseGradientsOnPackedRowsRoper) {
+  REQUIRE_TORCH();
+  ExpectElementwise({"model.roper=true"});
+  ExpectElementwise({"model.roper=true", "model.roper_dim=4", "model.layer_pattern=ALL_ROPE_FULL"});
+}
+
+// STRING (inference only): S = 5 < the 13- and 15-token documents, W = 2, on
+// RoPE full layers and on sliding-window layers whose window (8) exceeds S;
+// with RoPER too. Its loss must equal the PyTorch model's and differ from the
+// plain loss (STRING took effect).
+TEST(TorchReferenceTest, StringLossOnPackedRowsEqualsTorch) {
+  REQUIRE_TORCH();
+  StringOptions string{.enabled = true, .s = 5, .w = 2};
+  for (const std::vector<std::string>& o :
+       {std::vector<std::string>{"model.layer_pattern=ALL_ROPE_FULL"}, std::vector<std::string>{},
+        std::vector<std::string>{"model.roper=true", "model.layer_pattern=ALL_ROPE_FULL"}}) {
+    const ElementwiseResult plain = CompareWithTorchModel(o, {}), with = CompareWithTorchModel(o, string);
+    std::printf("[%s] STRING S=5 W=2: loss longctx %.7f pytorch %.7f (plain %.7f)\n", absl::StrJoin(o, " ").c_str(),
+                with.loss, with.peer_loss, plain.loss);
+    EXPECT_NEAR(with.peer_loss, with.loss, 2e-6 * with.loss);
+    EXPECT_GT(std::fabs(with.loss - plain.loss), 1e-4) << "STRING did not change the loss";
+  }
 }
 
 TEST(TorchReferenceTest, MissingTorchNamesTheDebianPackage) {
