@@ -28,20 +28,6 @@ nlohmann::json DepthAccuracy(const ProbeLengthResult& l) {
   return a;
 }
 
-// A byte-level model's greedy output can be any bytes; JSON strings must be
-// UTF-8 (nlohmann::json throws on dump otherwise), so each invalid byte
-// becomes U+FFFD in the report. The scoring used the raw bytes.
-std::string ValidUtf8(std::string_view s) {
-  std::string out;
-  for (int64_t bad = FindInvalidUtf8(s); bad >= 0; bad = FindInvalidUtf8(s)) {
-    out.append(s.substr(0, static_cast<size_t>(bad)));
-    out.append("\xEF\xBF\xBD");
-    s.remove_prefix(static_cast<size_t>(bad) + 1);
-  }
-  out.append(s);
-  return out;
-}
-
 }  // namespace
 
 nlohmann::json ProbeResultToJson(const ProbeResult& r) {
@@ -86,7 +72,10 @@ nlohmann::json ProbeResultToJson(const ProbeResult& r) {
                           {"needle_offsets", t.sample.needle_offsets},
                           {"prompt_tokens", t.sample.prompt.size()},
                           {"answer_loss", t.answer_loss}};
-      if (s.decode) e["found"] = t.found, e["passed"] = t.passed, e["generated"] = ValidUtf8(t.generated);
+      // A byte-level model's greedy output can be any bytes, and JSON strings
+      // must be UTF-8 (nlohmann::json throws on dump otherwise): each invalid
+      // byte becomes U+FFFD in the report. The scoring used the raw bytes.
+      if (s.decode) e["found"] = t.found, e["passed"] = t.passed, e["generated"] = ReplaceInvalidUtf8(t.generated);
       trials.push_back(std::move(e));
     }
     j["trials"] = std::move(trials);
