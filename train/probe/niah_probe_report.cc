@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/text_corpus.h"
-#include "train/report/bitmap_font.h"
 #include "train/report/png_plot.h"
 
 namespace longctx {
@@ -111,7 +110,7 @@ absl::Status WriteProbeHeatmap(const ProbeResult& r, const std::string& title, c
   if (!r.settings.decode)
     return absl::InvalidArgumentError(absl::StrCat("probe heatmap ", path, ": the probe ran without decoding"));
   HeatmapOptions o;
-  o.width = std::max({640, 120 + 48 * cols, TextWidth(title, /*scale=*/2) + 40});  // titles are drawn at 2x
+  o.width = std::max({640, 120 + 48 * cols, TextWidth(title, kTitleFont) + 40});
   o.height = std::max(420, 160 + 28 * bins);
   o.title = title;
   o.x_label = "test length (prompt tokens)";
