@@ -58,23 +58,6 @@ std::vector<std::string_view> SplitWhitespace(std::string_view s) {
   return out;
 }
 
-// Valid UTF-8 with each invalid byte replaced by U+FFFD.
-std::string ReplaceInvalidUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  while (!s.empty()) {
-    const int64_t bad = FindInvalidUtf8(s);
-    if (bad < 0) {
-      out.append(s);
-      break;
-    }
-    out.append(s.substr(0, static_cast<size_t>(bad)));
-    out.append("\xEF\xBF\xBD");
-    s.remove_prefix(static_cast<size_t>(bad) + 1);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string DetagBrownLine(std::string_view line) {

@@ -112,6 +112,22 @@ int64_t FindInvalidUtf8(std::string_view s) {
   return -1;
 }
 
+std::string ReplaceInvalidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    const int64_t bad = FindInvalidUtf8(s);
+    if (bad < 0) {
+      out.append(s);
+      break;
+    }
+    out.append(s.substr(0, static_cast<size_t>(bad)));
+    out.append("\xEF\xBF\xBD");
+    s.remove_prefix(static_cast<size_t>(bad) + 1);
+  }
+  return out;
+}
+
 std::vector<std::string_view> SplitTextIntoDocuments(std::string_view text,
                                                      const TextCorpusOptions& options) {
   std::vector<std::string_view> docs;

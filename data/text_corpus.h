@@ -59,6 +59,9 @@ absl::Status BuildTokenFileFromText(const std::vector<std::string>& inputs,
 // Offset of the first byte that makes s invalid UTF-8 (overlong forms,
 // surrogates and code points > U+10FFFF are invalid), or -1 when s is valid.
 int64_t FindInvalidUtf8(std::string_view s);
+// s with each byte that FindInvalidUtf8 rejects replaced by U+FFFD: what goes
+// where only valid UTF-8 may (JSON strings, cairo's text calls).
+std::string ReplaceInvalidUtf8(std::string_view s);
 // The documents of one file's text under options (views into text).
 std::vector<std::string_view> SplitTextIntoDocuments(std::string_view text,
                                                      const TextCorpusOptions& options);

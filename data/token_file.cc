@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
@@ -29,119 +30,38 @@ static_assert(std::endian::native == std::endian::little,
               "token files are little-endian and read in place");
 
 // ---------------------------------------------------------------------------
-// XXH64
-namespace {
+// XXH64: libxxhash (Debian libxxhash-dev), the reference implementation.
 
-constexpr uint64_t kP1 = 0x9E3779B185EBCA87ULL;
-constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
-constexpr uint64_t kP3 = 0x165667B19E3779F9ULL;
-constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ULL;
-constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
+XxHash64Stream::XxHash64Stream(uint64_t seed) : state_(XXH64_createState()) {
+  CHECK(state_ != nullptr) << "XXH64_createState: out of memory";
+  XXH64_reset(state_, seed);
+}
 
-inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-inline uint64_t Read64(const unsigned char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
+XxHash64Stream::~XxHash64Stream() {
+  if (state_ != nullptr) XXH64_freeState(state_);
 }
-inline uint32_t Read32(const unsigned char* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline uint64_t Round(uint64_t acc, uint64_t input) {
-  acc += input * kP2;
-  acc = Rotl(acc, 31);
-  return acc * kP1;
-}
-inline uint64_t MergeRound(uint64_t acc, uint64_t val) {
-  acc ^= Round(0, val);
-  return acc * kP1 + kP4;
-}
-// Tail (< 32 bytes) and avalanche.
-uint64_t Finalize(uint64_t h, const unsigned char* p, size_t len) {
-  while (len >= 8) {
-    h ^= Round(0, Read64(p));
-    h = Rotl(h, 27) * kP1 + kP4;
-    p += 8;
-    len -= 8;
+
+XxHash64Stream::XxHash64Stream(XxHash64Stream&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+
+XxHash64Stream& XxHash64Stream::operator=(XxHash64Stream&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr) XXH64_freeState(state_);
+    state_ = std::exchange(other.state_, nullptr);
   }
-  if (len >= 4) {
-    h ^= static_cast<uint64_t>(Read32(p)) * kP1;
-    h = Rotl(h, 23) * kP2 + kP3;
-    p += 4;
-    len -= 4;
-  }
-  while (len > 0) {
-    h ^= static_cast<uint64_t>(*p) * kP5;
-    h = Rotl(h, 11) * kP1;
-    ++p;
-    --len;
-  }
-  h ^= h >> 33;
-  h *= kP2;
-  h ^= h >> 29;
-  h *= kP3;
-  h ^= h >> 32;
-  return h;
-}
-
-}  // namespace
-
-XxHash64Stream::XxHash64Stream(uint64_t seed) : seed_(seed) {
-  v_[0] = seed + kP1 + kP2;
-  v_[1] = seed + kP2;
-  v_[2] = seed;
-  v_[3] = seed - kP1;
+  return *this;
 }
 
 void XxHash64Stream::Update(const void* data, size_t size) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  total_ += size;
-  if (buf_len_ + size < 32) {
-    if (size > 0) std::memcpy(buf_ + buf_len_, p, size);
-    buf_len_ += size;
-    return;
-  }
-  if (buf_len_ > 0) {
-    const size_t fill = 32 - buf_len_;
-    std::memcpy(buf_ + buf_len_, p, fill);
-    for (int i = 0; i < 4; ++i) v_[i] = Round(v_[i], Read64(buf_ + 8 * i));
-    p += fill;
-    size -= fill;
-    buf_len_ = 0;
-  }
-  uint64_t v0 = v_[0], v1 = v_[1], v2 = v_[2], v3 = v_[3];
-  while (size >= 32) {
-    v0 = Round(v0, Read64(p));
-    v1 = Round(v1, Read64(p + 8));
-    v2 = Round(v2, Read64(p + 16));
-    v3 = Round(v3, Read64(p + 24));
-    p += 32;
-    size -= 32;
-  }
-  v_[0] = v0, v_[1] = v1, v_[2] = v2, v_[3] = v3;
-  if (size > 0) std::memcpy(buf_, p, size);
-  buf_len_ = size;
+  CHECK(state_ != nullptr) << "XxHash64Stream used after a move";
+  if (size > 0) XXH64_update(state_, data, size);
 }
 
 uint64_t XxHash64Stream::Digest() const {
-  uint64_t h;
-  if (total_ >= 32) {
-    h = Rotl(v_[0], 1) + Rotl(v_[1], 7) + Rotl(v_[2], 12) + Rotl(v_[3], 18);
-    for (int i = 0; i < 4; ++i) h = MergeRound(h, v_[i]);
-  } else {
-    h = seed_ + kP5;
-  }
-  h += total_;
-  return Finalize(h, buf_, buf_len_);
+  CHECK(state_ != nullptr) << "XxHash64Stream used after a move";
+  return XXH64_digest(state_);
 }
 
-uint64_t XxHash64(const void* data, size_t size, uint64_t seed) {
-  XxHash64Stream s(seed);
-  s.Update(data, size);
-  return s.Digest();
-}
+uint64_t XxHash64(const void* data, size_t size, uint64_t seed) { return XXH64(data, size, seed); }
 
 // ---------------------------------------------------------------------------
 // Writer
@@ -371,8 +291,16 @@ absl::Status Corrupt(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat("token file ", path, ": ", what));
 }
 
-uint32_t GetU32(const unsigned char* p) { return Read32(p); }
-uint64_t GetU64(const unsigned char* p) { return Read64(p); }
+uint32_t GetU32(const unsigned char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t GetU64(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 
 }  // namespace
 

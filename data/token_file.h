@@ -33,6 +33,9 @@
 #include "absl/types/span.h"
 #include "data/document_source.h"
 
+// xxhash.h's XXH64_state_t, declared here so only token_file.cc includes it.
+struct XXH64_state_s;
+
 namespace longctx {
 
 inline constexpr char kTokenFileMagic[8] = {'L', 'C', 'T', 'O', 'K', '0', '0', '1'};
@@ -40,22 +43,26 @@ inline constexpr uint32_t kTokenFileVersion = 1;
 inline constexpr size_t kTokenFileFixedHeaderBytes = 56;
 inline constexpr uint32_t kTokenFileMaxNameBytes = 4096;
 
-// XXH64 (the xxHash 64-bit algorithm), one-shot and streaming. Used for the
-// token file checksum; exposed so tests and tools can recompute it.
+// XXH64 (the xxHash 64-bit algorithm, computed by libxxhash), one-shot and
+// streaming. Used for the token file checksum; exposed so tests and tools can
+// recompute it.
 uint64_t XxHash64(const void* data, size_t size, uint64_t seed = 0);
 
+// Owns a libxxhash XXH64 state: movable, not copyable.
 class XxHash64Stream {
  public:
   explicit XxHash64Stream(uint64_t seed = 0);
+  ~XxHash64Stream();
+  XxHash64Stream(XxHash64Stream&& other) noexcept;
+  XxHash64Stream& operator=(XxHash64Stream&& other) noexcept;
+  XxHash64Stream(const XxHash64Stream&) = delete;
+  XxHash64Stream& operator=(const XxHash64Stream&) = delete;
+
   void Update(const void* data, size_t size);
   uint64_t Digest() const;
 
  private:
-  uint64_t seed_;
-  uint64_t v_[4];
-  uint64_t total_ = 0;
-  unsigned char buf_[32];
-  size_t buf_len_ = 0;
+  XXH64_state_s* state_;
 };
 
 // Token width the writer uses for a vocabulary: 2 bytes when vocab_size <= 65536.

@@ -9,6 +9,8 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       libabsl-dev libprotobuf-dev protobuf-compiler libzstd-dev zstd
       libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev
       libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libpng-dev libicu-dev python3
+      libxxhash-dev           # XXH64, the token file checksum (data/token_file)
+      libcairo2-dev fonts-dejavu-core  # the plots (train/report/png_plot): cairo, DejaVu Sans text
       zlib1g-dev groff-base   # zlib, groff: `longctx data corpus` (gzip docs, man pages)
       clang libomp-dev        # libFuzzer targets (scripts/fuzz.sh, ctest fuzz_corpus)
       slurm-wlm munge iproute2  # tests/launch: a one-node Slurm cluster, two-host network namespaces

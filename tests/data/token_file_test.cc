@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "data/byte_tokenizer.h"
 #include "data/text_corpus.h"
@@ -67,6 +68,51 @@ TEST(XxHash64Test, MatchesReferenceVectors) {
     for (int b = 0; b < 256; ++b) big.push_back(static_cast<char>(b));
   big += "xyz";
   EXPECT_EQ(XxHash64(big.data(), big.size()), 0xE921A1B45BD779F8ULL);
+}
+
+// Values of the hand-written XXH64 that token files were checksummed with
+// before libxxhash replaced it: the .ltok format must not change. 1 MiB + 13
+// bytes of a fixed LCG pattern cover the 32-byte stripes, every tail length
+// class and the seeded lane initialisation.
+TEST(XxHash64Test, MatchesThePreviousImplementation) {
+  std::string big((size_t{1} << 20) + 13, '\0');
+  uint32_t x = 12345;
+  for (char& c : big) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  EXPECT_EQ(XxHash64(big.data(), big.size()), 0xA7320F42749B0549ULL);
+  EXPECT_EQ(XxHash64(big.data(), big.size(), 1), 0xF37250BF61B7B586ULL);
+  EXPECT_EQ(XxHash64(big.data(), big.size(), 0x9E3779B185EBCA87ULL), 0xF478AA3168D121D8ULL);
+  const std::pair<size_t, uint64_t> prefixes[] = {{31, 0x79872421C22DDE2BULL}, {32, 0xEF599CD352E2A9E2ULL},
+                                                  {33, 0x26D0E772D829D8B4ULL}, {63, 0x4BAF38CB8E52DD9EULL},
+                                                  {64, 0x23A6C82154090DDEULL}, {100, 0xAFE8CDB2963089B8ULL}};
+  for (const auto& [n, want] : prefixes) EXPECT_EQ(XxHash64(big.data(), n, 7), want) << n;
+}
+
+// The token files checked in as fuzz seeds were written with the previous
+// implementation's checksums: they still open with verification on, and the
+// one whose checksum field is zero is still rejected.
+TEST(XxHash64Test, CheckedInTokenFilesStillVerify) {
+  const std::string dir = std::string(LONGCTX_SOURCE_DIR) + "/tests/fuzz/corpus/token_file/";
+  for (const char* name : {"u16_three_docs.ltok", "u32_vocab70000.ltok", "empty_doc.ltok", "no_docs.ltok"}) {
+    absl::StatusOr<TokenFileReader> r = TokenFileReader::Open(dir + name);
+    EXPECT_TRUE(r.ok()) << name << ": " << r.status();
+  }
+  absl::StatusOr<TokenFileReader> bad = TokenFileReader::Open(dir + "no_checksum.ltok");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(Msg(bad.status()).find("checksum mismatch"), std::string::npos) << bad.status();
+}
+
+TEST(XxHash64Test, StreamMovesItsState) {
+  XxHash64Stream a(3);
+  a.Update("ab", 2);
+  XxHash64Stream b = std::move(a);
+  b.Update("c", 1);
+  EXPECT_EQ(b.Digest(), XxHash64("abc", 3, 3));
+  XxHash64Stream c;
+  c = std::move(b);
+  EXPECT_EQ(c.Digest(), XxHash64("abc", 3, 3));
 }
 
 TEST(XxHash64Test, StreamingEqualsOneShot) {

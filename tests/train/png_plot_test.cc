@@ -1,19 +1,24 @@
 // Why: plots are read by people, not by code, so a broken plotter goes
 // unnoticed until a report is wrong. These tests decode the written PNGs with
-// libpng (independently of our encoder) and check exact pixels: the
-// background, a line where the data says it is, a heatmap cell in the colour of
-// its value, the colour bar, glyph pixels; plus byte-for-byte determinism and
-// errors that name the path.
+// libpng (independently of cairo's encoder) and check pixels: the background,
+// a line where the data says it is, a heatmap cell in the colour of its value,
+// the colour bar, the axes and their ticks, text ink inside the box of each
+// title, tick label and legend entry, the DejaVu face; plus byte-for-byte
+// determinism and errors that name the path. Rectangles and axis-aligned
+// lines are exact; antialiased lines are checked for their fully covered
+// pixels. The line plot and the heatmap stay in
+// build/test_output/png_plot/ for a person to look at.
 #include "train/report/png_plot.h"
 
 #include <png.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
-#include <set>
+#include <cstring>
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -29,13 +34,23 @@ void PrintTo(const Rgb& c, std::ostream* os) {
 namespace {
 
 struct Decoded {
-  int width = 0, height = 0;
+  int w = 0, h = 0;
   std::vector<uint8_t> rgb;
+  int width() const { return w; }
+  int height() const { return h; }
   Rgb At(int x, int y) const {
-    const size_t i = (static_cast<size_t>(y) * width + x) * 3;
+    const size_t i = (static_cast<size_t>(y) * w + x) * 3;
     return Rgb{rgb[i], rgb[i + 1], rgb[i + 2]};
   }
+  Rgb Get(int x, int y) const { return At(x, y); }
 };
+
+// Where the figures of these tests stay for a person to look at.
+std::string KeptPath(const std::string& name) {
+  const std::string dir = std::string(LONGCTX_BINARY_DIR) + "/test_output/png_plot";
+  std::filesystem::create_directories(dir);
+  return dir + "/" + name;
+}
 
 // Reads a PNG file with libpng's simplified API as 8-bit RGB.
 Decoded ReadPng(const std::string& path) {
@@ -48,8 +63,8 @@ Decoded ReadPng(const std::string& path) {
     return d;
   }
   image.format = PNG_FORMAT_RGB;
-  d.width = static_cast<int>(image.width);
-  d.height = static_cast<int>(image.height);
+  d.w = static_cast<int>(image.width);
+  d.h = static_cast<int>(image.height);
   d.rgb.resize(PNG_IMAGE_SIZE(image));
   if (!png_image_finish_read(&image, nullptr, d.rgb.data(), 0, nullptr)) {
     ADD_FAILURE() << "cannot decode " << path << ": " << image.message;
@@ -61,13 +76,46 @@ Decoded ReadPng(const std::string& path) {
 
 int Round(double v) { return static_cast<int>(std::lround(v)); }
 
-// Whether any pixel within `radius` of (x, y) has the colour (for points of a
-// thick line whose rounding may move it by a pixel).
-bool NearColor(const Canvas& c, int x, int y, Rgb color, int radius = 1) {
+// Whether colours agree to `tol` per channel (a pixel an antialiased line
+// covers fully, up to rounding).
+bool Close(Rgb a, Rgb b, int tol) {
+  return std::abs(a.r - b.r) <= tol && std::abs(a.g - b.g) <= tol && std::abs(a.b - b.b) <= tol;
+}
+
+// Whether any pixel within `radius` of (x, y) has the colour, to `tol` per
+// channel (for points of a line whose rounding may move it by a pixel).
+template <class Image>
+bool NearColor(const Image& c, int x, int y, Rgb color, int radius = 1, int tol = 6) {
   for (int dy = -radius; dy <= radius; ++dy)
     for (int dx = -radius; dx <= radius; ++dx)
-      if (c.Get(x + dx, y + dy) == color) return true;
+      if (Close(c.Get(x + dx, y + dy), color, tol)) return true;
   return false;
+}
+
+// Whether any pixel of [x0, x1) × [y0, y1) differs from white.
+template <class Image>
+bool AnyInk(const Image& c, int x0, int y0, int x1, int y1) {
+  for (int y = std::max(0, y0); y < std::min(c.height(), y1); ++y)
+    for (int x = std::max(0, x0); x < std::min(c.width(), x1); ++x)
+      if (!(c.Get(x, y) == kWhite)) return true;
+  return false;
+}
+
+// Black text on white antialiases to greys (r = g = b); the series colours
+// and the heatmap scale are not grey.
+bool TextInk(Rgb c) { return c.r == c.g && c.g == c.b && c.r < 200; }
+
+// The columns [first, last] of text ink in [x0, x1) × [y0, y1); {-1, -1} when none.
+template <class Image>
+std::pair<int, int> TextInkColumns(const Image& c, int x0, int y0, int x1, int y1) {
+  std::pair<int, int> span{-1, -1};
+  for (int y = std::max(0, y0); y < std::min(c.height(), y1); ++y)
+    for (int x = std::max(0, x0); x < std::min(c.width(), x1); ++x)
+      if (TextInk(c.Get(x, y))) {
+        if (span.first < 0 || x < span.first) span.first = x;
+        span.second = std::max(span.second, x);
+      }
+  return span;
 }
 
 LinePlot MakeLinePlot() {
@@ -105,29 +153,120 @@ TEST(PngPlotTest, LinePlotPixelsSurviveEncoding) {
   EXPECT_GE(f.y_max, 10);
   EXPECT_TRUE(f.left > 0 && f.right < 399 && f.top > 0 && f.bottom < 299 && f.left < f.right && f.top < f.bottom);
 
-  const std::string path = dir / "plot.png";
+  const std::string path = KeptPath("line_plot.png");
   ASSERT_TRUE(plot.WritePng(path).ok());
   const Decoded d = ReadPng(path);
-  ASSERT_EQ(d.width, 400);
-  ASSERT_EQ(d.height, 300);
+  ASSERT_EQ(d.width(), 400);
+  ASSERT_EQ(d.height(), 300);
   EXPECT_EQ(d.rgb, r->canvas.pixels());  // lossless, same layout
 
   EXPECT_EQ(d.At(0, 0), kWhite);
   EXPECT_EQ(d.At(399, 299), kWhite);
   // Series 0 passes through (5, 5), series 1 through (7, 1).
-  EXPECT_EQ(d.At(Round(f.PixelX(5)), Round(f.PixelY(5))), PaletteColor(0));
-  EXPECT_EQ(d.At(Round(f.PixelX(7)), Round(f.PixelY(1))), PaletteColor(1));
+  EXPECT_TRUE(NearColor(d, Round(f.PixelX(5)), Round(f.PixelY(5)), PaletteColor(0)));
+  EXPECT_TRUE(NearColor(d, Round(f.PixelX(7)), Round(f.PixelY(1)), PaletteColor(1)));
+  EXPECT_FALSE(NearColor(d, Round(f.PixelX(5)), Round(f.PixelY(3)), PaletteColor(0), 2, 60));
   // Empty plot area (lower right, away from both lines and grid lines) is white.
   EXPECT_EQ(d.At(Round(f.PixelX(9.1)), Round(f.PixelY(4.3))), kWhite);
   // The frame is black; the dashed marker at x = 2 starts with a dash at the top.
   EXPECT_EQ(d.At(f.left, (f.top + f.bottom) / 2), kBlack);
   EXPECT_EQ(d.At(f.right, (f.top + f.bottom) / 2), kBlack);
   EXPECT_EQ(d.At(Round(f.PixelX(2)), f.top + 2), (PlotMarker{}.color));
-  // Title text lies above the plot area and is black somewhere.
-  bool title_ink = false;
+  // The title, centred above the plot area: ink across its whole width (all
+  // of its glyphs drawn), solid black in the strokes, nothing beyond its box.
+  const int title_w = TextWidth("Test plot", kTitleFont), title_h = TextHeight(kTitleFont);
+  const auto [t0, t1] = TextInkColumns(d, 0, 0, 400, f.top - TextHeight() / 2);
+  EXPECT_GE(t0, 200 - title_w / 2 - 1);
+  EXPECT_LE(t1, 200 + title_w / 2 + 1);
+  EXPECT_GT(t1 - t0, title_w * 8 / 10) << t0 << ".." << t1 << " of " << title_w;
+  bool title_black = false;
   for (int y = 0; y < f.top; ++y)
-    for (int x = 0; x < 400; ++x) title_ink |= d.At(x, y) == kBlack;
-  EXPECT_TRUE(title_ink);
+    for (int x = 0; x < 400; ++x) title_black |= d.At(x, y) == kBlack;
+  EXPECT_TRUE(title_black);
+  EXPECT_FALSE(AnyInk(d, 0, 12 + title_h + 1, 400, f.top - TextHeight() / 2 - 1));  // below the title's box
+  // x axis: ticks at 0, 2, ..., 10 (black, below the frame), each with its
+  // label under it and nothing under the odd values between them.
+  const int th = TextHeight();
+  for (int v = 0; v <= 10; v += 2) {
+    const int px = Round(f.PixelX(v));
+    EXPECT_EQ(d.At(px, f.bottom + 3), kBlack) << v;
+    const int lw = TextWidth(std::to_string(v));
+    const auto [c0, c1] = TextInkColumns(d, px - lw, f.bottom + 6, px + lw + 1, f.bottom + 6 + th + 4);
+    EXPECT_TRUE(c0 >= px - lw / 2 - 1 && c1 <= px + lw / 2 + 1 && c1 - c0 + 1 >= lw / 2) << v << ": " << c0 << ".." << c1;
+    if (v < 10) {
+      const int odd = Round(f.PixelX(v + 1));
+      EXPECT_FALSE(AnyInk(d, odd - 3, f.bottom + 1, odd + 4, f.bottom + 6 + th)) << v + 1;
+    }
+  }
+  // y axis: labels 0, 2, ..., 10 right-aligned left of the ticks, beside their ticks.
+  for (int v = 0; v <= 10; v += 2) {
+    const int py = Round(f.PixelY(v));
+    EXPECT_EQ(d.At(f.left - 3, py), kBlack) << v;
+    const int x0 = 12 + th + 1;  // right of the y title
+    const auto [c0, c1] = TextInkColumns(d, x0, py - th / 2, f.left - 5, py + th / 2 + 1);
+    EXPECT_GE(c0, x0) << v;
+    EXPECT_GE(c1, f.left - 13) << v;  // right-aligned a few pixels left of the 5-pixel ticks
+    EXPECT_GT(c1 - c0 + 1, TextWidth(std::to_string(v)) / 2) << v;
+    if (v > 0) {
+      EXPECT_FALSE(AnyInk(d, x0, py + th, f.left - 5, py + th + 2)) << v;  // labels are apart
+    }
+  }
+  // The y axis title, rotated, at the left margin; the x axis title under the labels.
+  EXPECT_TRUE(TextInkColumns(d, 0, (f.top + f.bottom) / 2 - 10, 12 + th, (f.top + f.bottom) / 2 + 10).first >= 12);
+  EXPECT_FALSE(AnyInk(d, 0, 0, 11, 300));
+  EXPECT_TRUE(AnyInk(d, (f.left + f.right) / 2 - 5, f.bottom + 6 + th, (f.left + f.right) / 2 + 6, 300));
+  // The legend (top left, grey frame): one row per series, its line sample in
+  // the series colour, its name in text ink beside it.
+  int lx0 = 400, ly0 = 300, lx1 = -1, ly1 = -1;
+  for (int y = f.top; y <= f.bottom; ++y)
+    for (int x = f.left; x <= f.right; ++x)
+      if (d.At(x, y) == (Rgb{150, 150, 150})) {
+        lx0 = std::min(lx0, x), ly0 = std::min(ly0, y), lx1 = std::max(lx1, x), ly1 = std::max(ly1, y);
+      }
+  ASSERT_GT(lx1, lx0 + 40);
+  ASSERT_GT(ly1, ly0 + 2 * th);
+  EXPECT_LT(lx0, Round(f.PixelX(5)));  // top left
+  EXPECT_LT(ly1, Round(f.PixelY(5)));
+  const int mid_y = (ly0 + ly1) / 2;
+  for (int k = 0; k < 2; ++k) {
+    const int y0 = k == 0 ? ly0 + 1 : mid_y, y1 = k == 0 ? mid_y : ly1;
+    bool sample = false;
+    for (int y = y0; y < y1; ++y)
+      for (int x = lx0 + 1; x < lx0 + 40; ++x) sample |= Close(d.At(x, y), PaletteColor(k), 6);
+    EXPECT_TRUE(sample) << "legend row " << k;
+    const int name_w = TextWidth(k == 0 ? "diagonal" : "flat");
+    const auto [c0, c1] = TextInkColumns(d, lx0 + 1, y0, lx1, y1);
+    EXPECT_GT(c1 - c0 + 1, name_w * 8 / 10) << "legend row " << k;
+    EXPECT_LE(c1 - c0 + 1, name_w + 2) << "legend row " << k;
+  }
+}
+
+TEST(PngPlotTest, TextIsDejaVuSans) {
+  EXPECT_EQ(FontInUse(kLabelFont), "DejaVu Sans Book") << "fontconfig resolved another face: install fonts-dejavu-core";
+  EXPECT_EQ(FontInUse(kTitleFont), "DejaVu Sans Bold");
+}
+
+TEST(PngPlotTest, InvalidUtf8TextDoesNotStopDrawing) {
+  // cairo refuses invalid UTF-8 by putting its context into an error state
+  // that ignores every later call; the canvas hands it valid UTF-8 instead.
+  const Rgb k{10, 20, 30};
+  const std::string bad = "a\xff\xfe" "b";
+  EXPECT_EQ(TextWidth(bad), TextWidth("a\xEF\xBF\xBD\xEF\xBF\xBD" "b"));
+  Canvas c(80, 40);
+  c.Text(2, 2, bad, kBlack);
+  c.TextVertical(60, 20, bad, kBlack);
+  c.FillRect(30, 30, 5, 5, k);
+  EXPECT_TRUE(AnyInk(c, 2, 2, 2 + TextWidth(bad), 2 + TextHeight()));
+  EXPECT_TRUE(AnyInk(c, 60, 0, 80, 40));
+  EXPECT_EQ(c.Get(32, 32), k);
+  EXPECT_TRUE(EncodePng(c).ok());
+  // A series name from a file: the plot is still whole.
+  LinePlot plot = MakeLinePlot();
+  plot.AddSeries(bad, {0, 10}, {10, 0});
+  absl::StatusOr<RenderedPlot> r = plot.Render();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->canvas.Get(r->frame.right, (r->frame.top + r->frame.bottom) / 2), kBlack);
+  EXPECT_TRUE(NearColor(r->canvas, Round(r->frame.PixelX(5)), Round(r->frame.PixelY(5)), PaletteColor(2)));
 }
 
 TEST(PngPlotTest, OutputIsDeterministic) {
@@ -147,6 +286,17 @@ TEST(PngPlotTest, OutputIsDeterministic) {
   other.AddMarker(7, "n");
   ASSERT_TRUE(other.WritePng(dir / "c.png").ok());
   EXPECT_NE(testing::ReadFile(dir / "c.png"), a);
+  // The heatmap too: two renders, the same bytes.
+  HeatmapOptions ho;
+  ho.title = "same";
+  Heatmap h(2, 3, ho);
+  h.Set(0, 1, 0.25);
+  h.Set(1, 2, 1);
+  absl::StatusOr<RenderedHeatmap> h1 = h.Render(), h2 = h.Render();
+  ASSERT_TRUE(h1.ok() && h2.ok());
+  absl::StatusOr<std::string> b1 = EncodePng(h1->canvas), b2 = EncodePng(h2->canvas);
+  ASSERT_TRUE(b1.ok() && b2.ok());
+  EXPECT_EQ(*b1, *b2);
 }
 
 TEST(PngPlotTest, LogAxisUsesEnclosingDecadesAndSkipsNonPositive) {
@@ -163,12 +313,12 @@ TEST(PngPlotTest, LogAxisUsesEnclosingDecadesAndSkipsNonPositive) {
   EXPECT_DOUBLE_EQ(f.y_max, 1.0);
   // 1e-2 sits a third of the way up (three decades).
   EXPECT_NEAR(f.PixelY(1e-2), f.bottom - (f.bottom - f.top) / 3.0, 1e-9);
-  EXPECT_EQ(r->canvas.Get(Round(f.PixelX(1)), Round(f.PixelY(0.05))), PaletteColor(0));
+  EXPECT_TRUE(NearColor(r->canvas, Round(f.PixelX(1)), Round(f.PixelY(0.05)), PaletteColor(0)));
   EXPECT_TRUE(NearColor(r->canvas, Round(f.PixelX(3.5)), Round(f.PixelY(std::sqrt(0.002 * 0.01))), PaletteColor(0)));
   // y = 0 at x = 2 breaks the line: nothing drawn halfway between x = 1.5 and
   // x = 2.5 on the straight segment from (1, 0.05) to (3, 0.002).
   const double mid_y = std::pow(10.0, (std::log10(0.05) + std::log10(0.002)) / 2);
-  EXPECT_FALSE(NearColor(r->canvas, Round(f.PixelX(2)), Round(f.PixelY(mid_y)), PaletteColor(0), 3));
+  EXPECT_FALSE(NearColor(r->canvas, Round(f.PixelX(2)), Round(f.PixelY(mid_y)), PaletteColor(0), 3, 100));
   // Only non-positive values: an error, not an empty picture.
   LinePlot bad(o);
   bad.AddSeries("zeros", {0, 1}, {0, -1});
@@ -227,12 +377,11 @@ TEST(PngPlotTest, HeatmapCellsAndColourBar) {
   absl::StatusOr<RenderedHeatmap> r = h.Render();
   ASSERT_TRUE(r.ok()) << r.status();
 
-  testing::TempDir dir;
-  const std::string path = dir / "heat.png";
+  const std::string path = KeptPath("heatmap.png");
   ASSERT_TRUE(h.WritePng(path).ok());
   const Decoded d = ReadPng(path);
-  ASSERT_EQ(d.width, 520);
-  ASSERT_EQ(d.height, 360);
+  ASSERT_EQ(d.width(), 520);
+  ASSERT_EQ(d.height(), 360);
   EXPECT_EQ(d.rgb, r->canvas.pixels());
   EXPECT_EQ(d.At(0, 0), kWhite);
 
@@ -260,6 +409,30 @@ TEST(PngPlotTest, HeatmapCellsAndColourBar) {
   EXPECT_EQ(d.At(b.x + b.w / 2, b.y + b.h - 1), HeatmapColor(0));
   EXPECT_EQ(d.At(b.x + b.w / 2, b.y - 1), kBlack);
 
+  // Text: a label under each column, left of each row, beside each of the
+  // colour bar's five ticks; the title above the grid.
+  const int th = TextHeight();
+  for (int j = 0; j < 4; ++j) {
+    const PixelRect cell = r->Cell(2, j);
+    const int cx = cell.x + cell.w / 2, lw = TextWidth(o.col_labels[j]);
+    const auto [c0, c1] = TextInkColumns(d, cell.x, cell.y + cell.h + 2, cell.x + cell.w, cell.y + cell.h + 6 + th);
+    EXPECT_TRUE(c0 >= cx - lw / 2 - 1 && c1 <= cx + lw / 2 + 1 && c1 - c0 + 1 >= lw * 7 / 10) << j << ": " << c0 << ".." << c1;
+  }
+  for (int i = 0; i < 3; ++i) {
+    const PixelRect cell = r->Cell(i, 0);
+    const int lw = TextWidth(o.row_labels[i]);
+    const auto [c0, c1] = TextInkColumns(d, 12 + th + 2, cell.y, r->grid.x, cell.y + cell.h);  // right of the y title
+    EXPECT_TRUE(c1 < r->grid.x - 2 && c1 - c0 + 1 >= lw * 7 / 10 && c1 - c0 + 1 <= lw + 2) << i << ": " << c0 << ".." << c1;
+  }
+  for (int k = 0; k <= 4; ++k) {
+    const int py = b.y + Round((1.0 - k / 4.0) * (b.h - 1));
+    EXPECT_EQ(d.At(b.x + b.w + 2, py), kBlack) << k;
+    EXPECT_TRUE(AnyInk(d, b.x + b.w + 5, py - th / 2, 520, py + th / 2 + 1)) << k;
+  }
+  const int title_w = TextWidth(o.title, kTitleFont);
+  const auto [t0, t1] = TextInkColumns(d, 0, 0, 520, r->grid.y - th / 2);
+  EXPECT_TRUE(t0 >= 260 - title_w / 2 - 1 && t1 <= 260 + title_w / 2 + 1 && t1 - t0 > title_w * 8 / 10) << t0 << ".." << t1;
+
   // Label count mismatch and a grid that cannot fit are errors.
   HeatmapOptions bad = o;
   bad.col_labels.pop_back();
@@ -269,42 +442,59 @@ TEST(PngPlotTest, HeatmapCellsAndColourBar) {
   EXPECT_FALSE(Heatmap(3, 40, small).Render().ok());
 }
 
-TEST(PngPlotTest, FontGlyphsAndText) {
-  // Every printable glyph but the space has ink, and no two glyphs are equal.
-  std::set<std::vector<bool>> seen;
-  for (int ch = 33; ch <= 126; ++ch) {
-    std::vector<bool> bits;
-    for (int c = 0; c < kGlyphWidth; ++c)
-      for (int r = 0; r < kGlyphHeight; ++r) bits.push_back(GlyphPixel(static_cast<char>(ch), c, r));
-    EXPECT_NE(std::count(bits.begin(), bits.end(), true), 0) << "glyph '" << static_cast<char>(ch) << "'";
-    EXPECT_TRUE(seen.insert(bits).second) << "glyph '" << static_cast<char>(ch) << "' duplicates another";
-  }
-  EXPECT_EQ(TextWidth("ab"), 11);
-  EXPECT_EQ(TextWidth("ab", 2), 22);
+TEST(PngPlotTest, TextMetricsAndPlacement) {
+  // Widths grow with the text and the size; a title is wider than a label.
   EXPECT_EQ(TextWidth(""), 0);
+  const int ab = TextWidth("ab");
+  EXPECT_GT(ab, 6);
+  EXPECT_LT(ab, 30);
+  EXPECT_GT(TextWidth("abab"), ab + ab / 2);
+  EXPECT_GT(TextWidth("ab", kTitleFont), ab);
+  EXPECT_GT(TextHeight(), 8);
+  EXPECT_LT(TextHeight(), 24);
+  EXPECT_GT(TextHeight(kTitleFont), TextHeight());
 
-  // 'T': top row fully set, stem in column 2.
+  // Text lands inside its box [x, x + width) × [y, y + height) and inks it.
   const Rgb red{255, 0, 0};
-  Canvas c(40, 30);
-  c.Text(3, 4, "T", red);
-  for (int x = 3; x < 8; ++x) EXPECT_EQ(c.Get(x, 4), red) << x;
-  EXPECT_EQ(c.Get(5, 10), red);
-  EXPECT_EQ(c.Get(4, 10), kWhite);
-  EXPECT_EQ(c.Get(3, 5), kWhite);
-  // Scale 2 doubles every font pixel; right alignment ends at x.
-  Canvas s(40, 30);
-  s.Text(20, 2, "T", red, 2, HAlign::kRight);
-  EXPECT_EQ(s.Get(10, 2), red);  // x − width = 20 − 10
-  EXPECT_EQ(s.Get(19, 3), red);
-  EXPECT_EQ(s.Get(20, 2), kWhite);
-  EXPECT_EQ(s.Get(9, 2), kWhite);
-  // Rotated 'T' (reads upwards): its top row becomes the left column.
-  Canvas v(30, 30);
-  v.TextVertical(5, 15, "T", red);  // rotated box: x 5..11, y 13..17
-  for (int y = 13; y <= 17; ++y) EXPECT_EQ(v.Get(5, y), red) << y;
-  EXPECT_EQ(v.Get(8, 15), red);  // the stem
-  EXPECT_EQ(v.Get(8, 14), kWhite);
-  EXPECT_EQ(v.Get(5, 12), kWhite);
+  const int w = TextWidth("Tg"), h = TextHeight();
+  Canvas c(60, 40);
+  c.Text(10, 8, "Tg", red);
+  EXPECT_TRUE(AnyInk(c, 10, 8, 10 + w, 8 + h));
+  EXPECT_FALSE(AnyInk(c, 0, 0, 60, 8));
+  EXPECT_FALSE(AnyInk(c, 0, 8 + h + 1, 60, 40));
+  EXPECT_FALSE(AnyInk(c, 0, 0, 9, 40));
+  EXPECT_FALSE(AnyInk(c, 10 + w + 1, 0, 60, 40));
+  // The 'T' bar: fully covered pixels in the text colour, not only blends.
+  bool solid = false;
+  for (int y = 8; y < 8 + h; ++y)
+    for (int x = 10; x < 10 + w; ++x) solid |= Close(c.Get(x, y), red, 8);
+  EXPECT_TRUE(solid);
+  // Right alignment ends at x; centring straddles it.
+  Canvas r(60, 40);
+  r.Text(50, 8, "Tg", red, kLabelFont, HAlign::kRight);
+  EXPECT_TRUE(AnyInk(r, 50 - w, 8, 50, 8 + h));
+  EXPECT_FALSE(AnyInk(r, 51, 0, 60, 40));
+  EXPECT_FALSE(AnyInk(r, 0, 0, 50 - w - 1, 40));
+  Canvas m(60, 40);
+  m.Text(30, 8, "Tg", red, kLabelFont, HAlign::kCenter);
+  EXPECT_TRUE(AnyInk(m, 30 - w / 2 - 1, 8, 30, 8 + h));
+  EXPECT_TRUE(AnyInk(m, 30, 8, 30 + w / 2 + 1, 8 + h));
+  // Rotated text (reads upwards) fills the rotated box: x .. x + height,
+  // centred on y_center.
+  const int lw = TextWidth("Label");
+  Canvas v(40, 80);
+  v.TextVertical(5, 40, "Label", red);
+  EXPECT_TRUE(AnyInk(v, 5, 40 - lw / 2 - 1, 5 + h, 40 + lw / 2 + 1));
+  EXPECT_FALSE(AnyInk(v, 0, 0, 4, 80));
+  EXPECT_FALSE(AnyInk(v, 5 + h + 1, 0, 40, 80));
+  EXPECT_FALSE(AnyInk(v, 0, 0, 40, 40 - lw / 2 - 2));
+  EXPECT_FALSE(AnyInk(v, 0, 40 + lw / 2 + 2, 40, 80));
+  // The first letter ('L') is at the bottom: its ink sits below the centre's.
+  int lowest = -1;
+  for (int y = 0; y < 80; ++y)
+    for (int x = 0; x < 40; ++x)
+      if (!(v.Get(x, y) == kWhite)) lowest = y;
+  EXPECT_GT(lowest, 40 + lw / 2 - 4);
 }
 
 TEST(PngPlotTest, TickLabels) {
@@ -319,33 +509,52 @@ TEST(PngPlotTest, TickLabels) {
 
 TEST(PngPlotTest, CanvasLinesRectsAndClipping) {
   const Rgb k{10, 20, 30};
+  // Axis-aligned lines between pixel centres cover exactly their pixels.
   Canvas c(20, 20);
-  c.Line(2, 3, 12, 8, k);
-  EXPECT_EQ(c.Get(2, 3), k);
-  EXPECT_EQ(c.Get(12, 8), k);
-  EXPECT_EQ(c.Get(4, 4), k);  // on the ideal line
-  EXPECT_EQ(c.Get(10, 7), k);
-  EXPECT_EQ(c.Get(4, 5), kWhite);
+  c.Line(2, 3, 12, 3, k);
+  c.Line(15, 2, 15, 9, k);
   int drawn = 0;
   for (int y = 0; y < 20; ++y)
-    for (int x = 0; x < 20; ++x) drawn += c.Get(x, y) == k;
-  EXPECT_EQ(drawn, 11);  // one pixel per column of an x-major line
+    for (int x = 0; x < 20; ++x) {
+      const bool on = (y == 3 && x >= 2 && x <= 12) || (x == 15 && y >= 2 && y <= 9);
+      EXPECT_EQ(c.Get(x, y), on ? k : kWhite) << x << "," << y;
+      drawn += c.Get(x, y) == k;
+    }
+  EXPECT_EQ(drawn, 11 + 8);
+  // A diagonal is antialiased: dark on the ideal line, nothing two pixels off it.
+  Canvas g(20, 20);
+  g.Line(2, 2, 14, 14, k, 2);
+  for (int t = 3; t <= 13; ++t) {
+    EXPECT_TRUE(Close(g.Get(t, t), k, 6)) << t;
+    EXPECT_EQ(g.Get(t + 3, t), kWhite) << t;
+    EXPECT_EQ(g.Get(t, t + 3), kWhite) << t;
+  }
 
   // Far-away endpoints are clipped cheaply, leaving the visible row drawn.
   Canvas far(50, 10);
   const auto start = std::chrono::steady_clock::now();
   far.Line(-1e12, 4, 1e12, 4, k);
+  far.Polyline({{-1e12, 7}, {25, 7}, {1e12, 7}}, k, 1);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
   for (int x = 0; x < 50; ++x) ASSERT_EQ(far.Get(x, 4), k) << x;
+  for (int x = 0; x < 50; ++x) ASSERT_EQ(far.Get(x, 7), k) << x;
   EXPECT_EQ(far.Get(0, 3), kWhite);
+  EXPECT_EQ(far.Get(10, 6), kWhite);
 
   // Dashes: 3 on, 2 off, from the start.
   Canvas d(20, 3);
   d.DashedLine(0, 1, 19, 1, k, 3, 2);
   const std::string want = "###..###..###..###..";
   for (int x = 0; x < 20; ++x) EXPECT_EQ(d.Get(x, 1) == k, want[x] == '#') << x;
+  // A polyline of one point is a dot; nothing at all for no points.
+  Canvas dot(9, 9);
+  dot.Polyline({}, k, 3);
+  EXPECT_FALSE(AnyInk(dot, 0, 0, 9, 9));
+  dot.Polyline({{4, 4}}, k, 3);
+  EXPECT_EQ(dot.Get(4, 4), k);
+  EXPECT_EQ(dot.Get(1, 4), kWhite);
 
-  // Thickness 3 brush covers the neighbours; rectangles; clip rectangle.
+  // Width 3 covers the neighbours; rectangles; clip rectangle.
   Canvas t(20, 20);
   t.Line(5, 10, 15, 10, k, 3);
   EXPECT_EQ(t.Get(10, 9), k);
@@ -359,6 +568,11 @@ TEST(PngPlotTest, CanvasLinesRectsAndClipping) {
   t.ResetClip();
   EXPECT_EQ(t.Get(9, 15), k);
   EXPECT_EQ(t.Get(10, 15), kWhite);
+
+  // A moved-from canvas hands over its pixels.
+  Canvas moved = std::move(t);
+  EXPECT_EQ(moved.Get(9, 15), k);
+  EXPECT_EQ(moved.pixels().size(), 20u * 20u * 3u);
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/text_corpus.h"
-#include "train/report/bitmap_font.h"
 #include "train/report/png_plot.h"
 
 namespace longctx {
@@ -26,20 +25,6 @@ nlohmann::json DepthAccuracy(const ProbeLengthResult& l) {
     a.push_back(l.bin_total[b] > 0 ? nlohmann::json(static_cast<double>(l.bin_found[b]) / l.bin_total[b])
                                    : nlohmann::json(nullptr));
   return a;
-}
-
-// A byte-level model's greedy output can be any bytes; JSON strings must be
-// UTF-8 (nlohmann::json throws on dump otherwise), so each invalid byte
-// becomes U+FFFD in the report. The scoring used the raw bytes.
-std::string ValidUtf8(std::string_view s) {
-  std::string out;
-  for (int64_t bad = FindInvalidUtf8(s); bad >= 0; bad = FindInvalidUtf8(s)) {
-    out.append(s.substr(0, static_cast<size_t>(bad)));
-    out.append("\xEF\xBF\xBD");
-    s.remove_prefix(static_cast<size_t>(bad) + 1);
-  }
-  out.append(s);
-  return out;
 }
 
 }  // namespace
@@ -86,7 +71,10 @@ nlohmann::json ProbeResultToJson(const ProbeResult& r) {
                           {"needle_offsets", t.sample.needle_offsets},
                           {"prompt_tokens", t.sample.prompt.size()},
                           {"answer_loss", t.answer_loss}};
-      if (s.decode) e["found"] = t.found, e["passed"] = t.passed, e["generated"] = ValidUtf8(t.generated);
+      // A byte-level model's greedy output can be any bytes, and JSON strings
+      // must be UTF-8 (nlohmann::json throws on dump otherwise): each invalid
+      // byte becomes U+FFFD in the report. The scoring used the raw bytes.
+      if (s.decode) e["found"] = t.found, e["passed"] = t.passed, e["generated"] = ReplaceInvalidUtf8(t.generated);
       trials.push_back(std::move(e));
     }
     j["trials"] = std::move(trials);
@@ -122,7 +110,7 @@ absl::Status WriteProbeHeatmap(const ProbeResult& r, const std::string& title, c
   if (!r.settings.decode)
     return absl::InvalidArgumentError(absl::StrCat("probe heatmap ", path, ": the probe ran without decoding"));
   HeatmapOptions o;
-  o.width = std::max({640, 120 + 48 * cols, TextWidth(title, /*scale=*/2) + 40});  // titles are drawn at 2x
+  o.width = std::max({640, 120 + 48 * cols, TextWidth(title, kTitleFont) + 40});
   o.height = std::max(420, 160 + 28 * bins);
   o.title = title;
   o.x_label = "test length (prompt tokens)";

@@ -1,14 +1,14 @@
 // Why: see png_plot.h. Layout is computed in whole pixels from the font
-// metrics; nothing depends on the locale, the clock or floating-point state
-// beyond plain IEEE arithmetic, so output bytes are reproducible.
+// metrics; cairo rasterizes. Nothing depends on the locale or the clock, so
+// output bytes are reproducible.
 #include "train/report/png_plot.h"
 
-#include <png.h>
+#include <cairo-ft.h>
+#include <cairo.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <csetjmp>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -16,14 +16,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
+#include "data/text_corpus.h"
 
 namespace longctx {
 namespace {
 
-constexpr int kPad = 10;        // outer margin
-constexpr int kTickLen = 5;     // major tick length
-constexpr int kTickGap = 4;     // tick to its label
-constexpr int kTitleScale = 2;  // titles are drawn at twice the font size
+constexpr int kPad = 12;     // outer margin
+constexpr int kTickLen = 5;  // major tick length
+constexpr int kTickGap = 4;  // tick to its label
+constexpr char kFontFamily[] = "DejaVu Sans";
 
 // Clips the segment (x0,y0)-(x1,y1) to [xmin,xmax]×[ymin,ymax] (Liang–Barsky).
 // Returns false when nothing is left.
@@ -121,51 +122,60 @@ Rgb Lerp(Rgb a, Rgb b, double t) {
   return Rgb{ch(a.r, b.r), ch(a.g, b.g), ch(a.b, b.b)};
 }
 
-// setjmp-based libpng error handling; keep this function free of objects with destructors.
-struct PngSink {
-  std::string* out;
-  char error[256];
+// Selects the font with fixed rendering options: greyscale antialiasing (no
+// subpixel colour fringes), slight hinting and hinted metrics, whatever the
+// fontconfig defaults of the machine say, so measuring and drawing agree.
+void SetFont(cairo_t* cr, Font font) {
+  cairo_select_font_face(cr, kFontFamily, CAIRO_FONT_SLANT_NORMAL,
+                         font.bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, font.px);
+  cairo_font_options_t* options = cairo_font_options_create();
+  cairo_font_options_set_antialias(options, CAIRO_ANTIALIAS_GRAY);
+  cairo_font_options_set_subpixel_order(options, CAIRO_SUBPIXEL_ORDER_DEFAULT);
+  cairo_font_options_set_hint_style(options, CAIRO_HINT_STYLE_SLIGHT);
+  cairo_font_options_set_hint_metrics(options, CAIRO_HINT_METRICS_ON);
+  cairo_set_font_options(cr, options);
+  cairo_font_options_destroy(options);
+}
+
+void SetColor(cairo_t* cr, Rgb c) { cairo_set_source_rgb(cr, c.r / 255.0, c.g / 255.0, c.b / 255.0); }
+
+// A scratch context for measuring text (cairo measures through a context).
+class Measure {
+ public:
+  explicit Measure(Font font)
+      : surface_(cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1)), cr_(cairo_create(surface_)) {
+    SetFont(cr_, font);
+  }
+  ~Measure() {
+    cairo_destroy(cr_);
+    cairo_surface_destroy(surface_);
+  }
+  Measure(const Measure&) = delete;
+  Measure& operator=(const Measure&) = delete;
+  cairo_t* cr() const { return cr_; }
+
+ private:
+  cairo_surface_t* surface_;
+  cairo_t* cr_;
 };
 
-void PngWriteData(png_structp png, png_bytep data, png_size_t len) {
-  static_cast<PngSink*>(png_get_io_ptr(png))->out->append(reinterpret_cast<const char*>(data), len);
-}
-void PngFlushData(png_structp) {}
-void PngErrorFn(png_structp png, png_const_charp msg) {
-  PngSink* sink = static_cast<PngSink*>(png_get_error_ptr(png));
-  std::snprintf(sink->error, sizeof(sink->error), "%s", msg);
-  png_longjmp(png, 1);
-}
-void PngWarningFn(png_structp, png_const_charp) {}
+// cairo wants NUL-terminated valid UTF-8: an invalid byte would put the
+// context into an error state in which every later drawing call is ignored,
+// so a series name from a file could blank the rest of the plot.
+std::string CairoText(std::string_view text) { return ReplaceInvalidUtf8(text); }
 
-bool EncodeRows(const Canvas& canvas, PngSink* sink) {
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, sink, PngErrorFn, PngWarningFn);
-  if (png == nullptr) {
-    std::snprintf(sink->error, sizeof(sink->error), "png_create_write_struct failed");
-    return false;
-  }
-  png_infop info = png_create_info_struct(png);
-  if (info == nullptr) {
-    png_destroy_write_struct(&png, nullptr);
-    std::snprintf(sink->error, sizeof(sink->error), "png_create_info_struct failed");
-    return false;
-  }
-  if (setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, &info);
-    return false;
-  }
-  png_set_write_fn(png, sink, PngWriteData, PngFlushData);
-  png_set_IHDR(png, info, static_cast<png_uint_32>(canvas.width()), static_cast<png_uint_32>(canvas.height()), 8,
-               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  png_set_compression_level(png, 9);
-  png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_ALL_FILTERS);
-  png_write_info(png, info);
-  const uint8_t* data = canvas.pixels().data();
-  const size_t stride = static_cast<size_t>(canvas.width()) * 3;
-  for (int y = 0; y < canvas.height(); ++y) png_write_row(png, const_cast<png_bytep>(data + y * stride));
-  png_write_end(png, nullptr);
-  png_destroy_write_struct(&png, &info);
-  return true;
+double Advance(cairo_t* cr, std::string_view text) {
+  if (text.empty()) return 0;
+  const std::string s = CairoText(text);
+  cairo_text_extents_t e;
+  cairo_text_extents(cr, s.c_str(), &e);
+  return e.x_advance;
+}
+
+cairo_status_t AppendToString(void* closure, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
 }
 
 std::string ErrnoText(int err) {
@@ -182,47 +192,110 @@ Rgb PaletteColor(int index) {
   return kPalette[((index % 10) + 10) % 10];
 }
 
+// ---------------------------------------------------------------- Text
+
+int TextWidth(std::string_view text, Font font) {
+  const Measure m(font);
+  return static_cast<int>(std::ceil(Advance(m.cr(), text) - 1e-9));
+}
+
+std::string FontInUse(Font font) {
+  const Measure m(font);
+  cairo_scaled_font_t* scaled = cairo_get_scaled_font(m.cr());
+  if (cairo_scaled_font_get_type(scaled) != CAIRO_FONT_TYPE_FT) return "";
+  FT_Face face = cairo_ft_scaled_font_lock_face(scaled);
+  if (face == nullptr) return "";
+  std::string name = absl::StrCat(face->family_name != nullptr ? face->family_name : "", " ",
+                                  face->style_name != nullptr ? face->style_name : "");
+  cairo_ft_scaled_font_unlock_face(scaled);
+  return name;
+}
+
+int TextHeight(Font font) {
+  const Measure m(font);
+  cairo_font_extents_t e;
+  cairo_font_extents(m.cr(), &e);
+  return static_cast<int>(std::ceil(e.ascent + e.descent - 1e-9));
+}
+
 // ---------------------------------------------------------------- Canvas
 
 Canvas::Canvas(int width, int height, Rgb background) : width_(width), height_(height) {
   CHECK(width >= 1 && height >= 1) << "canvas " << width << "x" << height;
-  pixels_.resize(static_cast<size_t>(width) * height * 3);
-  for (size_t i = 0; i < pixels_.size(); i += 3) {
-    pixels_[i] = background.r;
-    pixels_[i + 1] = background.g;
-    pixels_[i + 2] = background.b;
+  surface_ = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
+  CHECK(cairo_surface_status(surface_) == CAIRO_STATUS_SUCCESS)
+      << "cairo surface " << width << "x" << height << ": " << cairo_status_to_string(cairo_surface_status(surface_));
+  cr_ = cairo_create(surface_);
+  CHECK(cairo_status(cr_) == CAIRO_STATUS_SUCCESS) << "cairo_create: " << cairo_status_to_string(cairo_status(cr_));
+  SetColor(cr_, background);
+  cairo_paint(cr_);
+}
+
+Canvas::~Canvas() { Release(); }
+
+void Canvas::Release() {
+  if (cr_ != nullptr) cairo_destroy(cr_);
+  if (surface_ != nullptr) cairo_surface_destroy(surface_);
+  cr_ = nullptr;
+  surface_ = nullptr;
+}
+
+Canvas::Canvas(Canvas&& other) noexcept
+    : width_(other.width_),
+      height_(other.height_),
+      surface_(std::exchange(other.surface_, nullptr)),
+      cr_(std::exchange(other.cr_, nullptr)) {}
+
+Canvas& Canvas::operator=(Canvas&& other) noexcept {
+  if (this != &other) {
+    Release();
+    width_ = other.width_;
+    height_ = other.height_;
+    surface_ = std::exchange(other.surface_, nullptr);
+    cr_ = std::exchange(other.cr_, nullptr);
   }
-  ResetClip();
+  return *this;
 }
 
 Rgb Canvas::Get(int x, int y) const {
+  CHECK(surface_ != nullptr) << "canvas used after a move";
   CHECK(x >= 0 && x < width_ && y >= 0 && y < height_) << "pixel (" << x << ", " << y << ")";
-  const size_t i = (static_cast<size_t>(y) * width_ + x) * 3;
-  return Rgb{pixels_[i], pixels_[i + 1], pixels_[i + 2]};
+  cairo_surface_flush(surface_);
+  const unsigned char* row = cairo_image_surface_get_data(surface_) + static_cast<size_t>(y) *
+                                                                         cairo_image_surface_get_stride(surface_);
+  uint32_t v;  // CAIRO_FORMAT_RGB24: one native-endian 0x00RRGGBB word per pixel
+  std::memcpy(&v, row + static_cast<size_t>(x) * 4, 4);
+  return Rgb{static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v)};
 }
 
-void Canvas::Set(int x, int y, Rgb color) {
-  if (x < clip_x0_ || x > clip_x1_ || y < clip_y0_ || y > clip_y1_) return;
-  const size_t i = (static_cast<size_t>(y) * width_ + x) * 3;
-  pixels_[i] = color.r;
-  pixels_[i + 1] = color.g;
-  pixels_[i + 2] = color.b;
+std::vector<uint8_t> Canvas::pixels() const {
+  std::vector<uint8_t> out;
+  out.reserve(static_cast<size_t>(width_) * height_ * 3);
+  for (int y = 0; y < height_; ++y)
+    for (int x = 0; x < width_; ++x) {
+      const Rgb c = Get(x, y);
+      out.insert(out.end(), {c.r, c.g, c.b});
+    }
+  return out;
 }
 
 void Canvas::SetClip(int x0, int y0, int x1, int y1) {
-  clip_x0_ = std::max(0, x0);
-  clip_y0_ = std::max(0, y0);
-  clip_x1_ = std::min(width_ - 1, x1);
-  clip_y1_ = std::min(height_ - 1, y1);
+  x0 = std::max(0, x0);
+  y0 = std::max(0, y0);
+  x1 = std::min(width_ - 1, x1);
+  y1 = std::min(height_ - 1, y1);
+  cairo_reset_clip(cr_);
+  cairo_rectangle(cr_, x0, y0, std::max(0, x1 - x0 + 1), std::max(0, y1 - y0 + 1));
+  cairo_clip(cr_);
 }
 
-void Canvas::ResetClip() { SetClip(0, 0, width_ - 1, height_ - 1); }
+void Canvas::ResetClip() { cairo_reset_clip(cr_); }
 
 void Canvas::FillRect(int x, int y, int w, int h, Rgb color) {
-  const int x0 = std::max(x, clip_x0_), x1 = std::min(x + w - 1, clip_x1_);
-  const int y0 = std::max(y, clip_y0_), y1 = std::min(y + h - 1, clip_y1_);
-  for (int yy = y0; yy <= y1; ++yy)
-    for (int xx = x0; xx <= x1; ++xx) Set(xx, yy, color);
+  if (w <= 0 || h <= 0) return;
+  SetColor(cr_, color);
+  cairo_rectangle(cr_, x, y, w, h);  // whole-pixel edges: every pixel fully in or out
+  cairo_fill(cr_);
 }
 
 void Canvas::StrokeRect(int x, int y, int w, int h, Rgb color, int thickness) {
@@ -233,91 +306,113 @@ void Canvas::StrokeRect(int x, int y, int w, int h, Rgb color, int thickness) {
   FillRect(x + w - t, y, t, h, color);
 }
 
-void Canvas::Brush(int x, int y, Rgb color, int thickness) {
-  if (thickness <= 1) {
-    Set(x, y, color);
-    return;
-  }
-  FillRect(x - (thickness - 1) / 2, y - (thickness - 1) / 2, thickness, thickness, color);
+void Canvas::Line(double x0, double y0, double x1, double y1, Rgb color, double width) {
+  DashedLine(x0, y0, x1, y1, color, 0, 0, width);
 }
 
-void Canvas::Stroke(double x0, double y0, double x1, double y1, Rgb color, int thickness, int dash, int gap) {
-  if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1)) return;
-  // Cut away what lies far outside the canvas so huge coordinates stay cheap;
-  // inside the canvas the pixels are exactly those of the uncut segment.
-  const double m = thickness + 2.0;
+void Canvas::DashedLine(double x0, double y0, double x1, double y1, Rgb color, int dash, int gap, double width) {
+  if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1) || !(width > 0)) return;
+  // Cut away what lies far outside the canvas (cairo's fixed-point
+  // coordinates overflow there), keeping the dash phase of the uncut start.
+  const double m = width + 2.0;
   const double ox = x0, oy = y0;
   if (!ClipSegment(&x0, &y0, &x1, &y1, -m, -m, width_ - 1 + m, height_ - 1 + m)) return;
-  int ix0 = static_cast<int>(std::lround(x0)), iy0 = static_cast<int>(std::lround(y0));
-  const int ix1 = static_cast<int>(std::lround(x1)), iy1 = static_cast<int>(std::lround(y1));
-  const int dx = std::abs(ix1 - ix0), dy = -std::abs(iy1 - iy0);
-  const int sx = ix0 < ix1 ? 1 : -1, sy = iy0 < iy1 ? 1 : -1;
-  // Dash phase counted along the major axis from the uncut start.
-  const bool x_major = dx >= -dy;
-  int step = x_major ? std::abs(ix0 - static_cast<int>(std::lround(ox)))
-                     : std::abs(iy0 - static_cast<int>(std::lround(oy)));
-  const int period = dash + gap;
-  int err = dx + dy;
-  while (true) {
-    if (period <= 0 || step % period < dash) Brush(ix0, iy0, color, thickness);
-    if (ix0 == ix1 && iy0 == iy1) break;
-    const int e2 = 2 * err;
-    bool moved_major = false;
-    if (e2 >= dy) {
-      err += dy;
-      ix0 += sx;
-      moved_major |= x_major;
+  SetColor(cr_, color);
+  cairo_set_line_width(cr_, width);
+  cairo_set_line_cap(cr_, CAIRO_LINE_CAP_SQUARE);
+  if (dash > 0) {
+    // Square caps add width/2 at each end of every dash: shorten the dash by
+    // the width so a dash covers `dash` pixels.
+    const double pattern[2] = {std::max(1e-3, dash - width), std::max(0.0, gap + width)};
+    cairo_set_dash(cr_, pattern, 2, -std::hypot(x0 - ox, y0 - oy));
+  }
+  cairo_move_to(cr_, x0 + 0.5, y0 + 0.5);
+  cairo_line_to(cr_, x1 + 0.5, y1 + 0.5);
+  cairo_stroke(cr_);
+  cairo_set_dash(cr_, nullptr, 0, 0);
+}
+
+void Canvas::Polyline(const std::vector<std::pair<double, double>>& points, Rgb color, double width) {
+  if (points.empty() || !(width > 0)) return;
+  SetColor(cr_, color);
+  if (points.size() == 1) {
+    const auto [x, y] = points[0];
+    if (!std::isfinite(x) || !std::isfinite(y) || std::abs(x) > 1e6 || std::abs(y) > 1e6) return;
+    cairo_arc(cr_, x + 0.5, y + 0.5, width / 2, 0, 2 * M_PI);
+    cairo_fill(cr_);
+    return;
+  }
+  cairo_set_line_width(cr_, width);
+  cairo_set_line_cap(cr_, CAIRO_LINE_CAP_ROUND);
+  cairo_set_line_join(cr_, CAIRO_LINE_JOIN_ROUND);
+  // Each segment clipped to the canvas plus a margin: a clipped end lies
+  // outside the visible area, so starting a new sub-path there shows no seam.
+  const double m = width + 2.0;
+  bool open = false;
+  double last_x = 0, last_y = 0;
+  for (size_t i = 1; i < points.size(); ++i) {
+    double ax = points[i - 1].first, ay = points[i - 1].second, bx = points[i].first, by = points[i].second;
+    if (!std::isfinite(ax) || !std::isfinite(ay) || !std::isfinite(bx) || !std::isfinite(by) ||
+        !ClipSegment(&ax, &ay, &bx, &by, -m, -m, width_ - 1 + m, height_ - 1 + m)) {
+      open = false;
+      continue;
     }
-    if (e2 <= dx) {
-      err += dx;
-      iy0 += sy;
-      moved_major |= !x_major;
-    }
-    if (moved_major) ++step;
+    if (!open || ax != last_x || ay != last_y) cairo_move_to(cr_, ax + 0.5, ay + 0.5);
+    cairo_line_to(cr_, bx + 0.5, by + 0.5);
+    open = bx == points[i].first && by == points[i].second;  // a clipped end closes the sub-path
+    last_x = bx;
+    last_y = by;
   }
+  cairo_stroke(cr_);
 }
 
-void Canvas::Line(double x0, double y0, double x1, double y1, Rgb color, int thickness) {
-  Stroke(x0, y0, x1, y1, color, thickness, 0, 0);
+void Canvas::Text(int x, int y, std::string_view text, Rgb color, Font font, HAlign align) {
+  if (text.empty()) return;
+  SetFont(cr_, font);
+  const std::string s = CairoText(text);
+  const double w = Advance(cr_, text);
+  double left = x;
+  if (align == HAlign::kCenter) left = x - std::round(w / 2);
+  if (align == HAlign::kRight) left = x - std::ceil(w - 1e-9);
+  cairo_font_extents_t e;
+  cairo_font_extents(cr_, &e);
+  SetColor(cr_, color);
+  cairo_move_to(cr_, left, y + std::round(e.ascent));
+  cairo_show_text(cr_, s.c_str());
+  cairo_new_path(cr_);
 }
 
-void Canvas::DashedLine(double x0, double y0, double x1, double y1, Rgb color, int dash, int gap, int thickness) {
-  Stroke(x0, y0, x1, y1, color, thickness, std::max(1, dash), std::max(0, gap));
-}
-
-void Canvas::Text(int x, int y, std::string_view text, Rgb color, int scale, HAlign align) {
-  scale = std::max(1, scale);
-  const int w = TextWidth(text, scale);
-  if (align == HAlign::kCenter) x -= w / 2;
-  if (align == HAlign::kRight) x -= w;
-  for (size_t k = 0; k < text.size(); ++k) {
-    const int gx = x + static_cast<int>(k) * kGlyphAdvance * scale;
-    for (int c = 0; c < kGlyphWidth; ++c)
-      for (int r = 0; r < kGlyphHeight; ++r)
-        if (GlyphPixel(text[k], c, r)) FillRect(gx + c * scale, y + r * scale, scale, scale, color);
-  }
-}
-
-void Canvas::TextVertical(int x, int y_center, std::string_view text, Rgb color, int scale) {
-  scale = std::max(1, scale);
-  // Font pixel (u along the text, v down the glyph) lands at (x + v, y_last − u),
-  // y_last the box's lowest row: the glyph tops face left, the text reads upwards.
-  const int w = TextWidth(text, scale);
-  const int top = y_center - w / 2;
-  for (size_t k = 0; k < text.size(); ++k) {
-    const int gu = static_cast<int>(k) * kGlyphAdvance;
-    for (int c = 0; c < kGlyphWidth; ++c)
-      for (int r = 0; r < kGlyphHeight; ++r)
-        if (GlyphPixel(text[k], c, r)) FillRect(x + r * scale, top + w - (gu + c + 1) * scale, scale, scale, color);
-  }
+void Canvas::TextVertical(int x, int y_center, std::string_view text, Rgb color, Font font) {
+  if (text.empty()) return;
+  SetFont(cr_, font);
+  const std::string s = CairoText(text);
+  const double w = Advance(cr_, text);
+  cairo_font_extents_t e;
+  cairo_font_extents(cr_, &e);
+  // Rotating by −90° turns the text direction upwards and the glyph tops to
+  // the left: the baseline is the column ascent pixels right of x.
+  cairo_save(cr_);
+  cairo_translate(cr_, x + std::round(e.ascent), y_center + std::round(w / 2));
+  cairo_rotate(cr_, -M_PI / 2);
+  SetColor(cr_, color);
+  cairo_move_to(cr_, 0, 0);
+  cairo_show_text(cr_, s.c_str());
+  cairo_new_path(cr_);
+  cairo_restore(cr_);
 }
 
 // ---------------------------------------------------------------- PNG
 
 absl::StatusOr<std::string> EncodePng(const Canvas& canvas) {
+  if (canvas.surface_ == nullptr) return absl::FailedPreconditionError("PNG encoding: canvas used after a move");
+  // A context in error has ignored every drawing call since: the picture is incomplete.
+  if (const cairo_status_t st = cairo_status(canvas.cr_); st != CAIRO_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat("drawing the plot failed: ", cairo_status_to_string(st)));
   std::string out;
-  PngSink sink{&out, {0}};
-  if (!EncodeRows(canvas, &sink)) return absl::InternalError(absl::StrCat("PNG encoding failed: ", sink.error));
+  cairo_surface_flush(canvas.surface_);
+  const cairo_status_t st = cairo_surface_write_to_png_stream(canvas.surface_, AppendToString, &out);
+  if (st != CAIRO_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat("PNG encoding failed: ", cairo_status_to_string(st)));
   return out;
 }
 
@@ -458,15 +553,15 @@ absl::StatusOr<RenderedPlot> LinePlot::Render() const {
   }
 
   // Layout.
+  const int th = TextHeight(kLabelFont);
   int y_label_w = 0;
   for (const std::string& s : y_labels) y_label_w = std::max(y_label_w, TextWidth(s));
-  const int title_h = o.title.empty() ? 0 : TextHeight(kTitleScale) + kPad;
+  const int title_h = o.title.empty() ? 0 : TextHeight(kTitleFont) + kPad;
   const int last_x_label_w = x_labels.empty() ? 0 : TextWidth(x_labels.back());
-  const int margin_left = kPad + (o.y_label.empty() ? 0 : TextHeight() + 2 * kTickGap) + y_label_w + kTickGap + kTickLen;
+  const int margin_left = kPad + (o.y_label.empty() ? 0 : th + 2 * kTickGap) + y_label_w + kTickGap + kTickLen;
   const int margin_right = kPad + last_x_label_w / 2;
-  const int margin_top = kPad + title_h + kTickGap;
-  const int margin_bottom =
-      kTickLen + kTickGap + TextHeight() + (o.x_label.empty() ? 0 : 2 * kTickGap + TextHeight()) + kPad;
+  const int margin_top = kPad + title_h + th / 2;  // room for the top y label
+  const int margin_bottom = kTickLen + kTickGap + th + (o.x_label.empty() ? 0 : 2 * kTickGap + th) + kPad;
   f.left = margin_left;
   f.right = o.width - 1 - margin_right;
   f.top = margin_top;
@@ -497,22 +592,15 @@ absl::StatusOr<RenderedPlot> LinePlot::Render() const {
   for (size_t si = 0; si < series_.size(); ++si) {
     const PlotSeries& s = series_[si];
     const Rgb color = s.auto_color ? PaletteColor(static_cast<int>(si)) : s.color;
-    bool have_prev = false;
-    double px = 0, py = 0;
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!usable(s.x[i], s.y[i])) {
-        have_prev = false;
+    // One polyline per run of drawable points; a lone point stays visible as a dot.
+    std::vector<std::pair<double, double>> run;
+    for (size_t i = 0; i <= s.x.size(); ++i) {
+      if (i < s.x.size() && usable(s.x[i], s.y[i])) {
+        run.emplace_back(f.PixelX(s.x[i]), f.PixelY(s.y[i]));
         continue;
       }
-      const double qx = f.PixelX(s.x[i]), qy = f.PixelY(s.y[i]);
-      if (have_prev) {
-        c.Line(px, py, qx, qy, color, s.thickness);
-      } else {
-        c.Line(qx, qy, qx, qy, color, s.thickness);  // a lone point stays visible
-      }
-      px = qx;
-      py = qy;
-      have_prev = true;
+      c.Polyline(run, color, run.size() == 1 ? s.thickness + 2.0 : s.thickness);
+      run.clear();
     }
   }
   c.ResetClip();
@@ -521,20 +609,20 @@ absl::StatusOr<RenderedPlot> LinePlot::Render() const {
   for (size_t i = 0; i < x_ticks.size(); ++i) {
     const int px = static_cast<int>(std::lround(f.PixelX(x_ticks[i])));
     c.Line(px, f.bottom + 1, px, f.bottom + kTickLen, kBlack);
-    c.Text(px, f.bottom + kTickLen + kTickGap, x_labels[i], kBlack, 1, HAlign::kCenter);
+    c.Text(px, f.bottom + kTickLen + kTickGap, x_labels[i], kBlack, kLabelFont, HAlign::kCenter);
   }
   for (size_t i = 0; i < y_major.size(); ++i) {
     const int py = static_cast<int>(std::lround(f.PixelY(y_major[i])));
     c.Line(f.left - kTickLen, py, f.left - 1, py, kBlack);
-    c.Text(f.left - kTickLen - kTickGap, py - TextHeight() / 2, y_labels[i], kBlack, 1, HAlign::kRight);
+    c.Text(f.left - kTickLen - kTickGap, py - th / 2, y_labels[i], kBlack, kLabelFont, HAlign::kRight);
   }
   for (double v : y_minor) {
     const int py = static_cast<int>(std::lround(f.PixelY(v)));
     c.Line(f.left - 3, py, f.left - 1, py, kBlack);
   }
-  if (!o.title.empty()) c.Text(o.width / 2, kPad, o.title, kBlack, kTitleScale, HAlign::kCenter);
+  if (!o.title.empty()) c.Text(o.width / 2, kPad, o.title, kBlack, kTitleFont, HAlign::kCenter);
   if (!o.x_label.empty())
-    c.Text((f.left + f.right) / 2, f.bottom + kTickLen + kTickGap + TextHeight() + 2 * kTickGap, o.x_label, kBlack, 1,
+    c.Text((f.left + f.right) / 2, f.bottom + kTickLen + kTickGap + th + 2 * kTickGap, o.x_label, kBlack, kLabelFont,
            HAlign::kCenter);
   if (!o.y_label.empty()) c.TextVertical(kPad, (f.top + f.bottom) / 2, o.y_label, kBlack);
   // Legend.
@@ -542,11 +630,12 @@ absl::StatusOr<RenderedPlot> LinePlot::Render() const {
   for (size_t i = 0; i < series_.size(); ++i)
     if (!series_[i].name.empty()) named.push_back(i);
   if (o.legend && !named.empty()) {
-    constexpr int kSample = 24, kRowH = TextHeight() + 6;
+    constexpr int kSample = 24;
+    const int row_h = th + 4;
     int name_w = 0;
     for (size_t i : named) name_w = std::max(name_w, TextWidth(series_[i].name));
-    const int w = 6 + kSample + 6 + name_w + 6;
-    const int h = 6 + static_cast<int>(named.size()) * kRowH;
+    const int w = 8 + kSample + 6 + name_w + 8;
+    const int h = 6 + static_cast<int>(named.size()) * row_h + 2;
     const bool right = o.legend_corner == LegendCorner::kTopRight || o.legend_corner == LegendCorner::kBottomRight;
     const bool top = o.legend_corner == LegendCorner::kTopRight || o.legend_corner == LegendCorner::kTopLeft;
     const int lx = right ? f.right - 8 - w : f.left + 8;
@@ -556,10 +645,10 @@ absl::StatusOr<RenderedPlot> LinePlot::Render() const {
     for (size_t k = 0; k < named.size(); ++k) {
       const PlotSeries& s = series_[named[k]];
       const Rgb color = s.auto_color ? PaletteColor(static_cast<int>(named[k])) : s.color;
-      const int row_y = ly + 6 + static_cast<int>(k) * kRowH;
-      const int mid = row_y + TextHeight() / 2;
-      c.Line(lx + 6, mid, lx + 6 + kSample, mid, color, std::max(2, s.thickness));
-      c.Text(lx + 6 + kSample + 6, row_y, s.name, kBlack);
+      const int row_y = ly + 6 + static_cast<int>(k) * row_h;
+      const int mid = row_y + th / 2;
+      c.Polyline({{lx + 8.0, mid}, {lx + 8.0 + kSample, mid}}, color, std::max(2, s.thickness));
+      c.Text(lx + 8 + kSample + 6, row_y, s.name, kBlack);
     }
   }
   return out;
@@ -623,16 +712,17 @@ absl::StatusOr<RenderedHeatmap> Heatmap::Render() const {
 
   // Layout.
   constexpr int kBarGap = 14, kBarW = 18;
+  const int th = TextHeight(kLabelFont);
   int row_label_w = 0, col_label_w = 0, cb_label_w = 0;
   for (const std::string& s : row_labels) row_label_w = std::max(row_label_w, TextWidth(s));
   for (const std::string& s : col_labels) col_label_w = std::max(col_label_w, TextWidth(s));
   for (const std::string& s : cb_labels) cb_label_w = std::max(cb_label_w, TextWidth(s));
-  const int title_h = o.title.empty() ? 0 : TextHeight(kTitleScale) + kPad;
-  const int margin_left = kPad + (o.y_label.empty() ? 0 : TextHeight() + 2 * kTickGap) + row_label_w + 6;
+  const int title_h = o.title.empty() ? 0 : TextHeight(kTitleFont) + kPad;
+  const int margin_left = kPad + (o.y_label.empty() ? 0 : th + 2 * kTickGap) + row_label_w + 6;
   const int margin_right = kBarGap + kBarW + kTickGap + kTickGap + cb_label_w +
-                           (o.colorbar_label.empty() ? 0 : 2 * kTickGap + TextHeight()) + kPad;
-  const int margin_top = kPad + title_h + kTickGap;
-  const int margin_bottom = 6 + TextHeight() + (o.x_label.empty() ? 0 : 2 * kTickGap + TextHeight()) + kPad;
+                           (o.colorbar_label.empty() ? 0 : 2 * kTickGap + th) + kPad;
+  const int margin_top = kPad + title_h + th / 2;  // room for the colour bar's top label
+  const int margin_bottom = 6 + th + (o.x_label.empty() ? 0 : 2 * kTickGap + th) + kPad;
   RenderedHeatmap out{Canvas(std::max(1, o.width), std::max(1, o.height), kWhite), rows_, cols_, {}, {}};
   out.grid = PixelRect{margin_left, margin_top, o.width - margin_left - margin_right,
                        o.height - margin_top - margin_bottom};
@@ -652,15 +742,15 @@ absl::StatusOr<RenderedHeatmap> Heatmap::Render() const {
     }
   // Row labels (thinned so they do not overlap), centred on their rows.
   const double cell_h = static_cast<double>(out.grid.h) / rows_, cell_w = static_cast<double>(out.grid.w) / cols_;
-  const int row_every = std::max(1, static_cast<int>(std::ceil((TextHeight() + 3) / cell_h)));
+  const int row_every = std::max(1, static_cast<int>(std::ceil((th + 1) / cell_h)));
   for (int i = 0; i < rows_; i += row_every) {
     const PixelRect r = out.Cell(i, 0);
-    c.Text(out.grid.x - 6, r.y + r.h / 2 - TextHeight() / 2, row_labels[i], kBlack, 1, HAlign::kRight);
+    c.Text(out.grid.x - 6, r.y + r.h / 2 - th / 2, row_labels[i], kBlack, kLabelFont, HAlign::kRight);
   }
-  const int col_every = std::max(1, static_cast<int>(std::ceil((col_label_w + 6) / cell_w)));
+  const int col_every = std::max(1, static_cast<int>(std::ceil((col_label_w + 8) / cell_w)));
   for (int j = 0; j < cols_; j += col_every) {
     const PixelRect r = out.Cell(0, j);
-    c.Text(r.x + r.w / 2, out.grid.y + out.grid.h + 6, col_labels[j], kBlack, 1, HAlign::kCenter);
+    c.Text(r.x + r.w / 2, out.grid.y + out.grid.h + 6, col_labels[j], kBlack, kLabelFont, HAlign::kCenter);
   }
   // Colour bar: one colour per pixel row, v_max at the top; a frame just outside it.
   const PixelRect& b = out.colorbar;
@@ -670,14 +760,14 @@ absl::StatusOr<RenderedHeatmap> Heatmap::Render() const {
   for (int k = 0; k <= 4; ++k) {
     const int py = b.y + static_cast<int>(std::lround((1.0 - k / 4.0) * (b.h - 1)));
     c.Line(b.x + b.w + 1, py, b.x + b.w + kTickGap, py, kBlack);
-    c.Text(b.x + b.w + 2 * kTickGap, py - TextHeight() / 2, cb_labels[k], kBlack);
+    c.Text(b.x + b.w + 2 * kTickGap, py - th / 2, cb_labels[k], kBlack);
   }
   if (!o.colorbar_label.empty())
     c.TextVertical(b.x + b.w + 3 * kTickGap + cb_label_w, b.y + b.h / 2, o.colorbar_label, kBlack);
-  if (!o.title.empty()) c.Text(o.width / 2, kPad, o.title, kBlack, kTitleScale, HAlign::kCenter);
+  if (!o.title.empty()) c.Text(o.width / 2, kPad, o.title, kBlack, kTitleFont, HAlign::kCenter);
   if (!o.x_label.empty())
-    c.Text(out.grid.x + out.grid.w / 2, out.grid.y + out.grid.h + 6 + TextHeight() + 2 * kTickGap, o.x_label, kBlack,
-           1, HAlign::kCenter);
+    c.Text(out.grid.x + out.grid.w / 2, out.grid.y + out.grid.h + 6 + th + 2 * kTickGap, o.x_label, kBlack,
+           kLabelFont, HAlign::kCenter);
   if (!o.y_label.empty()) c.TextVertical(kPad, out.grid.y + out.grid.h / 2, o.y_label, kBlack);
   return out;
 }

@@ -1,13 +1,15 @@
 // Why: longctx reports need pictures (the position-frequency curves of the
 // STRING paper's Figure 1, the needle-in-a-haystack accuracy heatmaps of its
 // Figure 4) produced by the same binary that computed the numbers, on machines
-// without Python or plotting libraries. This is a deliberately small plotter:
-// an RGB canvas with lines, rectangles and text from a built-in 5×7 bitmap
-// font, two chart types on top of it, and libpng for the encoding only.
+// without Python. cairo (libcairo2-dev) draws them: antialiased lines, text in
+// DejaVu Sans (fonts-dejavu-core, through fontconfig) and the PNG encoding;
+// this file adds the layout of two chart types on top of a small canvas.
 //
-// Everything is integer-pixel and free of anti-aliasing, clocks and locale, so
-// the same input gives the same PNG bytes, and tests can check exact pixels
-// through the frames that Render() returns.
+// Nothing depends on the clock or the locale and cairo's rasterizer is
+// deterministic, so the same input gives the same PNG bytes on one machine.
+// Rectangles and axis-aligned lines of whole-pixel width land exactly on
+// pixels (no antialiasing blur), so tests can check exact pixels through the
+// frames that Render() returns.
 #ifndef LONGCTX_TRAIN_PNG_PLOT_H_
 #define LONGCTX_TRAIN_PNG_PLOT_H_
 
@@ -15,11 +17,15 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "train/report/bitmap_font.h"
 #include "absl/status/statusor.h"
+
+// cairo.h's cairo_t and cairo_surface_t, declared here so only png_plot.cc includes cairo.
+struct _cairo;
+struct _cairo_surface;
 
 namespace longctx {
 
@@ -42,49 +48,76 @@ std::string FormatTickLabel(double v, double step);
 
 enum class HAlign { kLeft, kCenter, kRight };
 
-// Row-major 8-bit RGB image. Drawing clips to the canvas and to the clip
-// rectangle (the whole canvas unless SetClip narrowed it).
+// Text is DejaVu Sans at `px` pixels per em (cairo's font size).
+struct Font {
+  double px = 12;
+  bool bold = false;
+};
+inline constexpr Font kLabelFont{12, false};  // tick labels, axis titles, legend, markers
+inline constexpr Font kTitleFont{16, true};   // plot titles
+
+// The advance width of one line of text in whole pixels (rounded up); 0 for "".
+int TextWidth(std::string_view text, Font font = kLabelFont);
+// The face cairo resolved for the font through fontconfig, as "family style"
+// ("DejaVu Sans Book", "DejaVu Sans Bold"); "" when it is not a FreeType face.
+// Without fonts-dejavu-core fontconfig silently substitutes another family.
+std::string FontInUse(Font font = kLabelFont);
+// The height of a line of text: the font's ascent plus descent, rounded up.
+// Text(x, y, ...) draws into rows [y, y + TextHeight(font)).
+int TextHeight(Font font = kLabelFont);
+
+// An RGB image drawn with cairo. Pixel (x, y) is the unit square
+// [x, x + 1) × [y, y + 1); line endpoints are pixel centres, so Line(2, 5,
+// 9, 5) colours pixels 2..9 of row 5. Drawing clips to the canvas and to the
+// clip rectangle (the whole canvas unless SetClip narrowed it).
 class Canvas {
  public:
   Canvas(int width, int height, Rgb background = kWhite);  // sizes >= 1 (CHECKed)
+  ~Canvas();
+  Canvas(Canvas&& other) noexcept;
+  Canvas& operator=(Canvas&& other) noexcept;
+  Canvas(const Canvas&) = delete;
+  Canvas& operator=(const Canvas&) = delete;
 
   int width() const { return width_; }
   int height() const { return height_; }
-  Rgb Get(int x, int y) const;        // (x, y) inside the canvas (CHECKed)
-  void Set(int x, int y, Rgb color);  // clipped
+  Rgb Get(int x, int y) const;  // (x, y) inside the canvas (CHECKed)
   // Pixels [x0, x1] × [y0, y1] (inclusive) stay drawable; others are clipped.
   void SetClip(int x0, int y0, int x1, int y1);
   void ResetClip();
 
-  // Pixels [x, x + w) × [y, y + h).
+  // Pixels [x, x + w) × [y, y + h), exactly.
   void FillRect(int x, int y, int w, int h, Rgb color);
-  // The border of [x, x + w) × [y, y + h), `thickness` pixels inside it.
+  // The border of [x, x + w) × [y, y + h), `thickness` pixels inside it, exactly.
   void StrokeRect(int x, int y, int w, int h, Rgb color, int thickness = 1);
-  // Bresenham between the rounded endpoints with a square brush of
-  // `thickness` pixels centred on the line (thickness 1: exactly the
-  // Bresenham pixels). Endpoints may be far outside the canvas.
-  void Line(double x0, double y0, double x1, double y1, Rgb color, int thickness = 1);
-  // Same, drawing `dash` pixels then skipping `gap` pixels (counted along the major axis).
-  void DashedLine(double x0, double y0, double x1, double y1, Rgb color, int dash, int gap, int thickness = 1);
-  // One line of text; y is its top, x its left edge / centre / right edge per align.
-  void Text(int x, int y, std::string_view text, Rgb color, int scale = 1, HAlign align = HAlign::kLeft);
+  // A straight line `width` pixels wide between two pixel centres, square
+  // caps (so it covers both endpoint pixels). Axis-aligned lines of odd whole
+  // width are exact; others are antialiased. Endpoints may be far outside the canvas.
+  void Line(double x0, double y0, double x1, double y1, Rgb color, double width = 1);
+  // Same, drawing `dash` pixels then skipping `gap` pixels (exact when axis-aligned and 1 pixel wide).
+  void DashedLine(double x0, double y0, double x1, double y1, Rgb color, int dash, int gap, double width = 1);
+  // A connected line through pixel centres with round joins and caps; one
+  // point draws a dot of that diameter. Points may be far outside the canvas.
+  void Polyline(const std::vector<std::pair<double, double>>& points, Rgb color, double width);
+  // One line of text; y is the top of its TextHeight box, x its left edge / centre / right edge per align.
+  void Text(int x, int y, std::string_view text, Rgb color, Font font = kLabelFont, HAlign align = HAlign::kLeft);
   // Text rotated 90° counter-clockwise (reads bottom to top), as y-axis titles
-  // are; (x, y) is the left edge and the vertical centre of the rotated box.
-  void TextVertical(int x, int y_center, std::string_view text, Rgb color, int scale = 1);
+  // are; (x, y_center) is the left edge and the vertical centre of the rotated box.
+  void TextVertical(int x, int y_center, std::string_view text, Rgb color, Font font = kLabelFont);
 
   // width·height·3 bytes, row-major, R G B.
-  const std::vector<uint8_t>& pixels() const { return pixels_; }
+  std::vector<uint8_t> pixels() const;
 
  private:
-  void Brush(int x, int y, Rgb color, int thickness);
-  void Stroke(double x0, double y0, double x1, double y1, Rgb color, int thickness, int dash, int gap);
+  friend absl::StatusOr<std::string> EncodePng(const Canvas& canvas);
+  void Release();
 
-  int width_, height_;
-  int clip_x0_, clip_y0_, clip_x1_, clip_y1_;
-  std::vector<uint8_t> pixels_;
+  int width_ = 0, height_ = 0;
+  _cairo_surface* surface_ = nullptr;
+  _cairo* cr_ = nullptr;
 };
 
-// PNG (8-bit RGB, no ancillary chunks, fixed zlib settings) of a canvas.
+// PNG (8-bit RGB, cairo's encoder) of a canvas.
 absl::StatusOr<std::string> EncodePng(const Canvas& canvas);
 // Encodes and writes path (via path.tmp and a rename); errors name the path.
 absl::Status WritePng(const Canvas& canvas, const std::string& path);
@@ -96,7 +129,7 @@ struct PlotSeries {
   std::vector<double> x, y;  // same length; non-finite points (and y <= 0 on a log axis) break the line
   Rgb color{0, 0, 0};
   bool auto_color = true;  // true: PaletteColor(series index) instead of color
-  int thickness = 2;
+  int thickness = 2;       // line width in pixels
 };
 
 struct PlotMarker {
