@@ -8,13 +8,16 @@
 #                                             new inputs go to build-fuzz/corpus/TARGET, crashes
 #                                             to build-fuzz/crashes/TARGET-*; prints execs, exec/s, crashes
 #   scripts/fuzz.sh --ci                      every target over its seed corpus and past crashes
-#                                             (tests/fuzz/corpus, tests/fuzz/regressions): seconds
+#                                             (tests/fuzz/corpus, tests/fuzz/regressions), then
+#                                             FUZZ_CI_SECONDS (default 20) of real fuzzing per target;
+#                                             a crash is copied to tests/fuzz/regressions/TARGET/ (commit
+#                                             it with the fix) and fails the run
 # Options: --build-dir DIR (default build-fuzz), --seconds N (a time cap per target, default none).
-# TARGET: safetensors token_file shard_reader config_loader tokenizer.
+# TARGET: safetensors token_file shard_reader config_loader tokenizer hf_config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS=(safetensors token_file shard_reader config_loader tokenizer)
+TARGETS=(safetensors token_file shard_reader config_loader tokenizer hf_config)
 BUILD=build-fuzz CI=0 SECONDS_CAP=0 ARGS=()
 while (($#)); do
   case "$1" in
@@ -69,6 +72,36 @@ if ((CI)); then
       echo "fuzz: $t: FAILED over its $n inputs; see $log" >&2; tail -30 "$log" >&2; status=1
     fi
   done
+  # Then fuzz each target for a fixed time from its seeds (new inputs go to a
+  # scratch corpus; the committed seeds stay as they are). A crashing input is
+  # saved under tests/fuzz/regressions/TARGET/, where every later --ci run
+  # replays it.
+  budget=${FUZZ_CI_SECONDS:-20}
+  if ((budget > 0)); then
+    for t in "${TARGETS[@]}"; do
+      scratch=$BUILD/ci-corpus/$t crashes=$BUILD/ci-crashes/$t
+      rm -rf "$crashes"; mkdir -p "$scratch" "$crashes"
+      seeds=("$ROOT/tests/fuzz/corpus/$t"); [ -d "$ROOT/tests/fuzz/regressions/$t" ] && seeds+=("$ROOT/tests/fuzz/regressions/$t")
+      log=$BUILD/ci-fuzz-$t.log
+      set +e
+      "$BUILD/fuzz/${t}_fuzz" -max_total_time="$budget" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+        -artifact_prefix="$crashes/" -print_final_stats=1 "$scratch" "${seeds[@]}" >"$log" 2>&1
+      rc=$?
+      set -e
+      execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+      found=$(find "$crashes" -type f | wc -l)
+      if ((rc == 0 && found == 0)); then
+        echo "fuzz: $t: ${budget}s of fuzzing, $execs executions, 0 crashes"
+      else
+        mkdir -p "$ROOT/tests/fuzz/regressions/$t"
+        for f in "$crashes"/*; do [ -f "$f" ] && cp "$f" "$ROOT/tests/fuzz/regressions/$t/"; done
+        echo "fuzz: $t: CRASH after $execs executions (exit $rc); input(s) saved to tests/fuzz/regressions/$t/:" \
+             "$(ls "$crashes" | tr '\n' ' '); see $log" >&2
+        grep -m1 -A12 'ERROR: \|SUMMARY\|==ERROR' "$log" >&2 || tail -20 "$log" >&2
+        status=1
+      fi
+    done
+  fi
   exit $status
 fi
 
