@@ -42,11 +42,29 @@ for ((i = 1; i <= n; i++)); do
     --out_dir="$out" --threads=1 --force_threads=true --mode=FSDP --grad_accum=2 --steps=1000000 \
     --ckpt_every=1 --keep_checkpoints=2 --log_every=1000 $extra > "$tmp/run.log" 2>&1 &
   pid=$!
-  # 0.3 - 4.3 s: from mpirun's start-up through several saves.
-  sleep "$(( RANDOM % 4 )).$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
+  if ((i % 2)); then
+    # Odd kills: 0.3 - 4.3 s after the launch, from mpirun's start-up and the
+    # resume through several saves (on a loaded machine often still in start-up).
+    sleep "$(( RANDOM % 4 )).$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
+  else
+    # Even kills: timed from the event, not the launch — 0 - 2 s after this
+    # run's first new checkpoint (bounded wait: a restart that never saves fails).
+    before=$(newest_complete); before=${before##*step-}; before=$((10#${before:-0}))
+    for _ in $(seq 1200); do
+      cur=$(newest_complete); cur=${cur##*step-}; cur=$((10#${cur:-0}))
+      [ "$cur" -gt "$before" ] && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [ "$cur" -le "$before" ] && kill -0 "$pid" 2>/dev/null; then
+      echo "kill_storm: FAIL: run $i saved no new checkpoint within 120 s of its launch"; tail -20 "$tmp/run.log"; fail=1
+    fi
+    sleep "$(( RANDOM % 2 )).$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
+  fi
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "kill_storm: FAIL: run $i ended by itself:"; tail -20 "$tmp/run.log"; fail=1; break
   fi
+  if [ "$fail" -ne 0 ]; then kill -KILL "$pid" $(ps -o pid= --ppid "$pid" 2>/dev/null) 2>/dev/null; wait "$pid" 2>/dev/null; break; fi
   # mpirun starts each rank in a process group of its own: kill mpirun and
   # its ranks by pid, all at once, and wait until none is left (an orphaned
   # rank would go on saving next to the restarted job).
