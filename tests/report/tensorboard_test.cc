@@ -251,7 +251,7 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
   }
 
   // tensorboard: false writes no event file.
-  r = RunCommand(absl::StrCat(cmd, " --out_dir=", tmp / "off", " --tensorboard=false --probe_every=0"));
+  r = RunCommand(::longctx::testing::WithFlags(cmd, absl::StrCat("--out_dir=", tmp / "off", " --tensorboard=false --probe_every=0")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const auto& e : std::filesystem::directory_iterator(tmp / "off"))
     EXPECT_NE(e.path().filename().string().rfind("events.out", 0), 0u) << e.path();

@@ -90,8 +90,10 @@ class CliTrainTest : public ::longctx::testing::TinyCorpusTest {
   CliTrainTest() : TinyCorpusTest(/*docs=*/60, /*seed=*/5) {}
   // Space-separated flags on purpose (not TinyTrainCommand): both spellings parse.
   std::string Train(const std::string& out, const std::string& extra) {
-    return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                        " --data.path ", data_, " --out_dir=", tmp_ / out, " --threads 1 --log_every=1 ", extra);
+    return ::longctx::testing::WithFlags(
+        absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"), " --data.path ",
+                     data_, " --out_dir=", tmp_ / out, " --threads 1 --log_every=1"),
+        extra);
   }
 };
 

@@ -49,7 +49,7 @@ class RetrievalProbeIntegrationTest : public ::longctx::testing::TinyCorpusTest 
   std::string TrainCommand(const std::string& out_dir, const std::string& extra) const {
     std::string cmd = absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"));
     for (const std::string& o : Overrides(out_dir)) absl::StrAppend(&cmd, " --", o);
-    return absl::StrCat(cmd, " ", extra);
+    return ::longctx::testing::WithFlags(cmd, extra);  // extra replaces an override it gives again
   }
   static std::vector<nlohmann::json> Events(const std::string& metrics, const std::string& kind) {
     return ::longctx::testing::MetricsEvents(metrics, kind);
