@@ -10,6 +10,7 @@
 #include "data/byte_tokenizer.h"
 #include "data/llama3_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/unicode_classes.h"
 
 namespace longctx {
 
@@ -31,12 +32,65 @@ const char* ChatTemplateKindName(ChatTemplateKind kind) {
   return "?";
 }
 
+namespace {
+
+// nlohmann's messages quote the offending token, which for a 100,000-digit
+// number or a long bad string is the whole of it: at most 200 bytes of it,
+// cut before a UTF-8 continuation byte, and how long it was.
+std::string Shortened(std::string_view what) {
+  constexpr size_t kMax = 200;
+  if (what.size() <= kMax) return std::string(what);
+  size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(std::string(what.substr(0, cut)), "... (", what.size(), " bytes)");
+}
+
+}  // namespace
+
+bool IsPythonWhitespace(char32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
+}
+
+std::string_view StripPythonWhitespace(std::string_view s) {
+  size_t begin = 0, end = s.size();
+  while (begin < end) {
+    char32_t cp;
+    const int n = DecodeUtf8(s, begin, &cp);
+    if (cp == kInvalidCodePoint || !IsPythonWhitespace(cp)) break;
+    begin += n;
+  }
+  while (end > begin) {
+    size_t start = end - 1;  // the first byte of the last code point
+    while (start > begin && end - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    char32_t cp;
+    const int n = DecodeUtf8(s, start, &cp);
+    if (cp == kInvalidCodePoint || start + n != end || !IsPythonWhitespace(cp)) break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
+}
+
 absl::StatusOr<SftExample> ParseSftJsonLine(std::string_view line) {
+  // nlohmann's lexer takes a NUL byte for the end of the input, so
+  // `{...}\0anything` would parse as the object alone. JSON text cannot hold a
+  // raw NUL (inside a string it must be written \u0000), so any is an error.
+  if (const size_t nul = line.find('\0'); nul != std::string_view::npos)
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: NUL byte at byte ", nul + 1,
+                                                   " (JSON text cannot hold one; in a string write \\u0000)"));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line.begin(), line.end());
   } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", Shortened(e.what())));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // 1e400, or an integer of more digits than a double holds: valid JSON
+    // grammar, but no value nlohmann can store. e.what() quotes the whole
+    // number, which may be megabytes; the caller shortens it.
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: number out of range: ", Shortened(e.what())));
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", Shortened(e.what())));
   }
   if (!j.is_object()) return absl::InvalidArgumentError("not a JSON object");
   SftExample ex;
@@ -63,6 +117,9 @@ absl::StatusOr<SftExample> ParseSftJsonLine(std::string_view line) {
             absl::StrCat("messages[", i, "]: unknown role \"", role, "\" (system, user, assistant)"));
       }
       cm.content = msg["content"].get<std::string>();
+      if (cm.role == ChatRole::kAssistant && cm.content.empty())
+        return absl::InvalidArgumentError(
+            absl::StrCat("messages[", i, "]: assistant content is empty (nothing to learn but the end of the turn)"));
       ex.messages.push_back(std::move(cm));
     }
   } else if (j.contains("prompt") || j.contains("response")) {
@@ -73,6 +130,8 @@ absl::StatusOr<SftExample> ParseSftJsonLine(std::string_view line) {
       if (!j["system"].is_string()) return absl::InvalidArgumentError("\"system\" is not a string");
       ex.messages.push_back({ChatRole::kSystem, j["system"].get<std::string>()});
     }
+    if (j["response"].get_ref<const std::string&>().empty())
+      return absl::InvalidArgumentError("\"response\" is empty (nothing to learn but the end of the turn)");
     ex.messages.push_back({ChatRole::kUser, j["prompt"].get<std::string>()});
     ex.messages.push_back({ChatRole::kAssistant, j["response"].get<std::string>()});
   } else {
@@ -119,6 +178,17 @@ void ChatTemplate::Append(TemplatedExample* out, std::string_view text, bool los
 
 absl::StatusOr<TemplatedExample> ChatTemplate::Apply(const SftExample& example) const {
   TemplatedExample out;
+  // Llama-3 and Llama-2 strip each assistant turn; one that is only
+  // whitespace would teach the end-of-turn token alone.
+  if (trims_content()) {
+    for (size_t i = 0; i < example.messages.size(); ++i) {
+      const ChatMessage& m = example.messages[i];
+      if (m.role == ChatRole::kAssistant && StripPythonWhitespace(m.content).empty())
+        return absl::InvalidArgumentError(absl::StrCat("messages[", i, "]: assistant content is only whitespace (",
+                                                       ChatTemplateKindName(kind_),
+                                                       " template: empty once trimmed, nothing to learn)"));
+    }
+  }
   switch (kind_) {
     case ChatTemplateKind::kPlain: {
       AppendId(&out, tokenizer_->bos_id(), false);
@@ -146,16 +216,16 @@ absl::StatusOr<TemplatedExample> ChatTemplate::Apply(const SftExample& example) 
         Append(&out, ChatRoleName(m.role), false);
         AppendId(&out, end_header_, false);
         Append(&out, "\n\n", false);
-        Append(&out, m.content, loss);
+        Append(&out, StripPythonWhitespace(m.content), loss);  // message['content'] | trim
         AppendId(&out, eot_, loss);
       }
       break;
     }
     case ChatTemplateKind::kLlama2: {
       size_t i = 0;
-      std::string system;
+      const std::string* system = nullptr;  // present, even when empty: the <<SYS>> block is written
       if (!example.messages.empty() && example.messages[0].role == ChatRole::kSystem) {
-        system = example.messages[0].content;
+        system = &example.messages[0].content;
         i = 1;
       }
       if (i == example.messages.size()) return absl::InvalidArgumentError("llama2 template: no user message");
@@ -167,12 +237,16 @@ absl::StatusOr<TemplatedExample> ChatTemplate::Apply(const SftExample& example) 
               "llama2 template: messages must be [system] user assistant user assistant …; message ", i,
               " breaks the pattern"));
         }
-        std::string inst = "[INST] ";
-        if (first && !system.empty()) absl::StrAppend(&inst, "<<SYS>>\n", system, "\n<</SYS>>\n\n");
-        absl::StrAppend(&inst, example.messages[i].content, " [/INST]");
+        // As the released template: content = [<<SYS>> block +] user text,
+        // then content.strip(), so the system text is not stripped on its
+        // own and the user text only at its end.
+        std::string content;
+        if (first && system != nullptr) absl::StrAppend(&content, "<<SYS>>\n", *system, "\n<</SYS>>\n\n");
+        absl::StrAppend(&content, example.messages[i].content);
+        const std::string inst = absl::StrCat("[INST] ", std::string(StripPythonWhitespace(content)), " [/INST]");
         AppendId(&out, tokenizer_->bos_id(), false);
         Append(&out, inst, false);
-        Append(&out, example.messages[i + 1].content, true);
+        Append(&out, StripPythonWhitespace(example.messages[i + 1].content), true);
         AppendId(&out, tokenizer_->eos_id(), true);
         first = false;
       }

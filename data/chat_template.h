@@ -11,13 +11,24 @@
 //     per message: <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>
 //   llama2 (SentencePieceTokenizer), Meta's Llama-2-chat format:
 //     per user/assistant pair: <s>[INST] (<<SYS>>\nSYSTEM\n<</SYS>>\n\n only in the
-//     first) USER [/INST] ASSISTANT </s>
+//     first, whenever a system message is given, even an empty one) USER [/INST] ASSISTANT </s>
 //     (<s>, </s> are the BOS/EOS ids; the text pieces are encoded separately,
 //     so each begins with SentencePiece's dummy-prefix space)
 //   byte (ByteTokenizer), a plain form:
 //     <bos> then per message "### System:\n" / "### User:\n" / "### Assistant:\n"
 //     followed by CONTENT; system and user content is followed by "\n\n",
 //     assistant content by <eos>.
+//
+// Whitespace: the released Llama-3 and Llama-2 chat templates strip each
+// message's content (Llama-3: `message['content'] | trim`; Llama-2:
+// `content.strip()`, where for the first user turn content is the <<SYS>>
+// block followed by the user text, so the system text is kept as given), so
+// these two do the same: Python's str.strip() with no argument, which is what
+// Jinja's trim calls, removes the code points for which str.isspace() is true
+// (StripPythonWhitespace below). An example is encoded as the model sees it
+// when served through its own template; an assistant turn that is only
+// whitespace is an error (nothing to learn). The byte template is this
+// project's own and keeps content as given.
 //
 // Loss: token i carries loss (loss[i] = 1, i.e. it is a kept target when it is
 // predicted from token i−1) iff it is in an assistant message's content or is
@@ -55,9 +66,20 @@ struct SftExample {
 //   {"messages": [{"role": "system"|"user"|"assistant", "content": STRING}, ...]}
 //   {"prompt": STRING, "response": STRING} (optional "system": STRING)
 // Other members are ignored. InvalidArgument (message says what is wrong, no
-// location: the caller adds file:line) for malformed JSON, invalid UTF-8, a
-// missing or mistyped member, an unknown role, or no assistant message.
+// location: the caller adds file:line; it starts with "malformed JSON" when
+// the line is not JSON that can be read) for malformed JSON, invalid UTF-8, a
+// raw NUL byte anywhere in the line, a number out of double range (1e400), a
+// missing or mistyped member, an unknown role, an empty assistant content or
+// response, or no assistant message.
 absl::StatusOr<SftExample> ParseSftJsonLine(std::string_view line);
+
+// Python's str.isspace() for one code point: U+0009..U+000D, U+001C..U+0020,
+// U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F,
+// U+3000 (not U+200B or U+FEFF).
+bool IsPythonWhitespace(char32_t cp);
+// s without leading and trailing IsPythonWhitespace code points: Python's
+// s.strip(), Jinja's `s | trim`. Invalid UTF-8 stops the strip.
+std::string_view StripPythonWhitespace(std::string_view s);
 
 struct TemplatedExample {
   std::vector<int32_t> tokens;
@@ -79,6 +101,8 @@ class ChatTemplate {
   absl::StatusOr<TemplatedExample> Apply(const SftExample& example) const;
 
   ChatTemplateKind kind() const { return kind_; }
+  // llama3 and llama2 strip each message's content (see the top of the file).
+  bool trims_content() const { return kind_ != ChatTemplateKind::kPlain; }
 
  private:
   ChatTemplate() = default;

@@ -8,8 +8,32 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "data/unicode_classes.h"
 
 namespace longctx {
+namespace {
+
+// A problem line must be valid UTF-8: it goes into report.json, and nlohmann
+// refuses to dump a string that is not (type_error.316), while parse errors
+// quote the bad bytes they met. Each byte that does not start a valid
+// sequence is written as \xNN.
+std::string Utf8OrEscaped(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    char32_t cp;
+    const int n = DecodeUtf8(s, i, &cp);
+    if (cp == kInvalidCodePoint) {
+      absl::StrAppend(&out, "\\x", absl::Hex(static_cast<unsigned int>(static_cast<unsigned char>(s[i])), absl::kZeroPad2));
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string SftReadStats::Summary() const {
   return absl::StrCat(files, " files, ", lines, " lines: ", examples, " examples (", tokens, " tokens, ", loss_tokens,
@@ -46,7 +70,7 @@ absl::StatusOr<SftReadStats> ReadSftJsonl(const std::vector<std::string>& files,
   SftReadStats stats;
   int logged = 0;
   auto problem = [&](const std::string& path, int64_t line, const char* kind, const std::string& detail) {
-    std::string msg = absl::StrCat(path, ":", line, ": ", kind, ": ", detail);
+    std::string msg = Utf8OrEscaped(absl::StrCat(path, ":", line, ": ", kind, ": ", detail));
     if (logged < options.max_logged) {
       LOG(WARNING) << msg;
       ++logged;

@@ -29,12 +29,12 @@ struct SftReadStats {
   int64_t lines = 0;
   int64_t examples = 0;
   int64_t blank_lines = 0;
-  int64_t malformed_json = 0;  // not JSON, invalid UTF-8, not an object
+  int64_t malformed_json = 0;  // not JSON, invalid UTF-8, a NUL byte, a number out of double range, not an object
   int64_t bad_example = 0;     // JSON but not an SFT example, or the template rejects it
   int64_t line_too_long = 0;
   int64_t tokens = 0;       // of the examples kept
   int64_t loss_tokens = 0;  // of those, tokens with loss
-  std::vector<std::string> problems;  // "path:line: kind: detail"
+  std::vector<std::string> problems;  // "path:line: kind: detail", valid UTF-8 (bad bytes written \xNN)
   int64_t skipped() const { return malformed_json + bad_example + line_too_long; }
   std::string Summary() const;
 };

@@ -16,11 +16,14 @@
 //         56   char[N] tokenizer name, zero-padded to a multiple of 8
 //              char[S] sources: "path:line" of each example, each ended by '\n',
 //                      zero-padded to a multiple of 8
-//              i32     tokens [n_tokens]
-//              u8      loss flags [n_tokens] (0 or 1), zero-padded to a multiple of 8
+//              i32     tokens [n_tokens], zero-padded to a multiple of 8 bytes
+//                      (4 zero bytes when n_tokens is odd)
+//              u8      loss flags [n_tokens] (0 or 1), zero-padded to a multiple of 8 bytes
 //              u64     example offsets [n_examples + 1] into tokens (0 first,
 //                      non-decreasing, n_tokens last; no empty example)
 //   last 8     u64     XXH64 (seed 0) of every byte before it
+// Every section starts 8-byte aligned; the file is 56 + pad8(N) + pad8(S) +
+// pad8(4 n_tokens) + pad8(n_tokens) + 8 (n_examples + 1) + 8 bytes.
 #ifndef LONGCTX_DATA_SFT_TOKEN_FILE_H_
 #define LONGCTX_DATA_SFT_TOKEN_FILE_H_
 

@@ -63,9 +63,11 @@ if has attention; then
 fi
 if has swa16k; then
   row full-16k "$BIN" bench --config configs/ref-b.textproto --data.seq_len=16384 --data.batch_size=1 \
+      --model.max_position_embeddings=16384 \
       --steps=2 --warmup=1 --threads="$THREADS"
   row rnope-swa-16k "$BIN" bench --config configs/ref-b-rnope-swa.textproto --model.sliding_window=1024 \
-      --data.seq_len=16384 --data.batch_size=1 --steps=2 --warmup=1 --threads="$THREADS"
+      --data.seq_len=16384 --model.max_position_embeddings=16384 --data.batch_size=1 --steps=2 --warmup=1 \
+      --threads="$THREADS"
 fi
 if has tinyllama; then  # one step, no warm-up: peak RSS of a full AdamW step of 1.1B at T = 2048
   row tinyllama-1.1b "$BIN" bench --config configs/tinyllama-1.1b.textproto --data.seq_len=2048 \

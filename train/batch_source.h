@@ -32,7 +32,8 @@ class BatchSource {
   BatchSource(Packer* packer, RetrievalMixer* retrieval, PositionFrequency* posfreq)
       : packer_(packer), retrieval_(retrieval), posfreq_(posfreq) {}
   // SFT: every step from `sft` (not owned). `packer` is the pretraining packer,
-  // left where it is (its cursor() is still what checkpoints record for it).
+  // left where it is (its cursor() is still what checkpoints record for it),
+  // or null when the run has no data.path.
   // Errors when a length's rows cannot be dealt evenly into micro_batches.
   static absl::StatusOr<BatchSource> ForSft(Packer* packer, SftSchedule* sft, PositionFrequency* posfreq,
                                             int micro_batches);
@@ -42,8 +43,9 @@ class BatchSource {
   // and returns their target tokens summed over all of them.
   absl::StatusOr<int64_t> Next(int64_t step, std::vector<PackedBatch>* micro);
 
-  // Where the next step's batches start (saved with checkpoints).
-  PackerCursor cursor() const { return packer_->cursor(); }
+  // Where the next step's batches start in the pretraining packer (saved
+  // with checkpoints); a default cursor when there is none (SFT without data.path).
+  PackerCursor cursor() const { return packer_ != nullptr ? packer_->cursor() : PackerCursor{}; }
 
   // SFT only (null otherwise): the schedule, and where the last step's batch
   // started in it (equal to the schedule's cursor before the first step).

@@ -312,6 +312,20 @@ absl::Status ValidateTrainConfig(const TrainConfig& c) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRunLimits(const TrainConfig& c) {
+  const int32_t max_pos = c.model().max_position_embeddings();
+  if (max_pos < c.data().seq_len())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.max_position_embeddings: ", max_pos, " is smaller than data.seq_len ", c.data().seq_len(),
+        " (the rows use positions the exported config.json says the model does not have); set it to at least ",
+        c.data().seq_len()));
+  if (c.optim().min_lr() > c.optim().lr())
+    return absl::InvalidArgumentError(absl::StrCat("optim.min_lr: ", c.optim().min_lr(), " is above optim.lr ",
+                                                   c.optim().lr(),
+                                                   " (the decay would raise the rate); give min_lr <= lr"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadConfigText(const std::string& path, int64_t max_bytes) {
   // Refuse what is not a file of text before opening it: a directory would
   // "read" as empty (a run of defaults), a character device such as /dev/zero
@@ -350,6 +364,16 @@ absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::
   auto config = ParseTrainConfigText(*text, path);
   if (!config.ok()) return config.status();
   for (const std::string& o : overrides) LONGCTX_RETURN_IF_ERROR(ApplyOverride(&*config, o));
+  LONGCTX_RETURN_IF_ERROR(ValidateTrainConfig(*config));
+  LONGCTX_RETURN_IF_ERROR(ValidateRunLimits(*config));
+  return config;
+}
+
+absl::StatusOr<TrainConfig> LoadSavedTrainConfig(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadConfigText(path);
+  if (!text.ok()) return text.status();
+  auto config = ParseTrainConfigText(*text, path);
+  if (!config.ok()) return config.status();
   LONGCTX_RETURN_IF_ERROR(ValidateTrainConfig(*config));
   return config;
 }

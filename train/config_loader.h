@@ -19,9 +19,15 @@
 
 namespace longctx {
 
-// Reads `path` (text format), applies `overrides` in order, validates.
+// Reads `path` (text format), applies `overrides` in order, validates
+// (ValidateTrainConfig and ValidateRunLimits).
 // Overrides look like `section.field=value` (a leading `--` is accepted).
 absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides);
+
+// A config a checkpoint saved: ValidateTrainConfig only, so that a run saved
+// before ValidateRunLimits existed stays readable (eval, probe, init_from);
+// a new run's own config still has to meet them.
+absl::StatusOr<TrainConfig> LoadSavedTrainConfig(const std::string& path);
 
 // The text of config file `path`, at most `max_bytes` (kMaxConfigBytes) long.
 // A directory, a device (/dev/zero, /dev/urandom) or a longer file is an error
@@ -45,6 +51,11 @@ absl::Status ApplyOverride(google::protobuf::Message* msg, const std::string& as
 // model.num_layers above kMaxNumLayers is refused before any per-layer table is built.
 inline constexpr int kMaxNumLayers = 1 << 16;
 absl::Status ValidateTrainConfig(const TrainConfig& config);
+
+// What a new run's config must also meet, each error naming both fields and
+// their values: model.max_position_embeddings >= data.seq_len (the exported
+// config.json records it) and optim.min_lr <= optim.lr.
+absl::Status ValidateRunLimits(const TrainConfig& config);
 
 // Text format of `config`. With include_defaults every field is written, with
 // its default where unset (what a run directory records, so a later change of

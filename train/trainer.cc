@@ -275,7 +275,8 @@ absl::Status Trainer::Resume(const std::string& dir) {
     st = LoadOptimizerState(dir, strategy_->replicated_optimizer(), /*verify=*/false);
   if (!st.ok()) return st;
   try {
-    if (state->contains("data_docs") && (state->at("data_docs").get<int64_t>() != data_.tokens->n_docs() ||
+    if (data_.tokens != nullptr && state->contains("data_docs") &&
+        (state->at("data_docs").get<int64_t>() != data_.tokens->n_docs() ||
                                          state->at("data_tokens").get<int64_t>() != data_.tokens->n_tokens()))
       return absl::FailedPreconditionError(absl::StrCat(
           dir, ": the checkpoint's data had ", state->at("data_docs").get<int64_t>(), " documents and ",
@@ -283,10 +284,13 @@ absl::Status Trainer::Resume(const std::string& dir) {
           " and ", data_.tokens->n_tokens(), ", so its data cursor does not apply"));
     step_ = state->at("step").get<int64_t>();
     tokens_seen_ = state->at("tokens_seen").get<int64_t>();
-    absl::StatusOr<PackerCursor> cursor = PackerCursorFromJson(state->at("packer_cursor"));
-    if (!cursor.ok()) return cursor.status();
-    st = data_.train_packer->Seek(*cursor);
-    if (!st.ok()) return st;
+    // An SFT run without data.path has no pretraining packer (and saves no cursor for one).
+    if (data_.train_packer != nullptr && state->contains("packer_cursor")) {
+      absl::StatusOr<PackerCursor> cursor = PackerCursorFromJson(state->at("packer_cursor"));
+      if (!cursor.ok()) return cursor.status();
+      st = data_.train_packer->Seek(*cursor);
+      if (!st.ok()) return st;
+    }
     if (data_.sft_schedule != nullptr) {
       if (state->at("sft_examples").get<int64_t>() != data_.sft_data->n_examples() ||
           state->at("sft_tokens").get<int64_t>() != data_.sft_data->n_tokens())
@@ -344,14 +348,16 @@ nlohmann::json Trainer::StateJson(const PackerCursor& last_batch_cursor) const {
   j["step"] = step_;
   j["tokens_seen"] = tokens_seen_;
   j["seed"] = config_.seed();
-  j["packer_cursor"] = PackerCursorToJson(data_.train_packer->cursor());
+  if (data_.train_packer != nullptr) j["packer_cursor"] = PackerCursorToJson(data_.train_packer->cursor());
   j["last_batch_cursor"] = PackerCursorToJson(last_batch_cursor);
   j["last_loss"] = last_loss_;
   j["lr"] = last_lr_;
   j["world_size"] = comm_->world_size();
   j["position_frequency"] = posfreq_->ToJson();
-  j["data_docs"] = data_.tokens->n_docs();
-  j["data_tokens"] = data_.tokens->n_tokens();
+  if (data_.tokens != nullptr) {
+    j["data_docs"] = data_.tokens->n_docs();
+    j["data_tokens"] = data_.tokens->n_tokens();
+  }
   if (data_.sft_schedule != nullptr) {
     // SFT: the schedule's next step, where the last step's batch started, and the data it indexes.
     j["sft_cursor"] = SftScheduleCursorToJson(data_.sft_schedule->cursor());

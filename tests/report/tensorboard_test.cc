@@ -97,7 +97,7 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
   const std::string cmd = ::longctx::testing::TinyTrainCommand(
       tmp / "data.ltok", out,
       "--steps=6 --log_every=2 --ckpt_every=0 --eval_every=3 --data.eval_fraction=0.1"
-      " --posfreq_every=3 --data.seq_len=128 --probe_every=3 --probe_trials=1 --probe_min_len=128"
+      " --posfreq_every=3 --data.seq_len=128 --model.max_position_embeddings=128 --probe_every=3 --probe_trials=1 --probe_min_len=128"
       " --probe_max_len=128 --probe_needles=1 --probe_format=compact");
   testing::CommandResult r = RunCommand(cmd);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -251,7 +251,7 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
   }
 
   // tensorboard: false writes no event file.
-  r = RunCommand(absl::StrCat(cmd, " --out_dir=", tmp / "off", " --tensorboard=false --probe_every=0"));
+  r = RunCommand(::longctx::testing::WithFlags(cmd, absl::StrCat("--out_dir=", tmp / "off", " --tensorboard=false --probe_every=0")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const auto& e : std::filesystem::directory_iterator(tmp / "off"))
     EXPECT_NE(e.path().filename().string().rfind("events.out", 0), 0u) << e.path();

@@ -75,18 +75,60 @@ class SftTrainTest : public ::testing::Test {
     tmp_ = nullptr;
   }
 
+  // `extra` replaces any of these it gives again (WithFlags).
   static std::string Train(const std::string& out_dir, const std::string& extra) {
-    return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                        " --data.path=", *tmp_ / "corpus.ltok", " --data.sft.path=", *tmp_ / "sft",
-                        " --data.sft.seq_lens=512,4096 --data.sft.counts=3,1 --data.sft.tokens_per_batch=8192",
-                        " --optim.warmup_steps=2 --optim.decay_steps=12 --optim.lr=5e-3 --grad_accum=2",
-                        " --out_dir=", out_dir, " --threads=1 --log_every=1 --ckpt_every=100 --posfreq_every=4 ",
-                        extra);
+    return ::longctx::testing::WithFlags(
+        absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
+                     " --data.path=", *tmp_ / "corpus.ltok", " --data.sft.path=", *tmp_ / "sft",
+                     " --data.sft.seq_lens=512,4096 --data.sft.counts=3,1 --data.sft.tokens_per_batch=8192",
+                     " --optim.warmup_steps=2 --optim.decay_steps=12 --optim.lr=5e-3 --grad_accum=2",
+                     " --out_dir=", out_dir, " --threads=1 --log_every=1 --ckpt_every=100 --posfreq_every=4"),
+        extra);
+  }
+
+  // Train without --data.path: the SFT examples alone.
+  static std::string TrainWithoutCorpus(const std::string& out_dir, const std::string& extra) {
+    std::string cmd = Train(out_dir, extra);
+    const std::string path = absl::StrCat(" --data.path=", *tmp_ / "corpus.ltok");
+    cmd.erase(cmd.find(path), path.size());
+    return cmd;
   }
 
   static TempDir* tmp_;
 };
 TempDir* SftTrainTest::tmp_ = nullptr;
+
+// An SFT run used to refuse to start without a pretraining corpus
+// ("data.path: empty"). It needs one only to evaluate or probe on it: without
+// data.path it trains the same steps (bit-identical losses: every batch comes
+// from the schedule), skips the final eval, and resumes bit-identically.
+TEST_F(SftTrainTest, NeedsNoPretrainingCorpusUnlessItEvaluatesOnOne) {
+  const std::string with = *tmp_ / "with_corpus", without = *tmp_ / "without_corpus";
+  auto r = RunCommand(Train(with, "--steps=4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(TrainWithoutCorpus(without, "--steps=4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("data.path is empty: SFT from data.sft.path alone"), std::string::npos) << r.output;
+  const std::map<int, double> a = TrainLosses(with + "/metrics.jsonl"), b = TrainLosses(without + "/metrics.jsonl");
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(MetricsEvents(without + "/metrics.jsonl", "eval").empty());
+  // Killed after step 2 (a checkpoint there), resumed to 4: the same losses.
+  const std::string part = *tmp_ / "without_corpus_resumed";
+  r = RunCommand(TrainWithoutCorpus(part, "--steps=2 --ckpt_every=2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(TrainWithoutCorpus(part, "--steps=4 --ckpt_every=2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resum"), std::string::npos) << r.output;
+  EXPECT_EQ(TrainLosses(part + "/metrics.jsonl"), a);
+  // What does need the corpus says so, naming the field.
+  r = RunCommand(TrainWithoutCorpus(*tmp_ / "no_corpus_eval", "--steps=2 --eval_every=1"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("eval_every: 1 evaluates on data.path, which is empty"), std::string::npos) << r.output;
+  r = RunCommand(TrainWithoutCorpus(*tmp_ / "no_corpus_probe", "--steps=2 --probe_every=1"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("probe_every: 1 draws the probe's haystacks from data.path"), std::string::npos) << r.output;
+}
 
 TEST_F(SftTrainTest, ResponseLossFallsEveryStepLengthLoggedResumeIsBitIdentical) {
   const std::string full = *tmp_ / "full";

@@ -10,8 +10,10 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "data/text_corpus.h"
 #include "data/byte_tokenizer.h"
@@ -88,9 +90,50 @@ void WriteTextCorpus(const std::string& dir, int docs, int seed) {
   }
 }
 
+namespace {
+
+// The words of s, split on runs of spaces.
+std::vector<std::string> Words(const std::string& s) {
+  std::vector<std::string> words;
+  for (absl::string_view w : absl::StrSplit(s, ' ', absl::SkipEmpty())) words.emplace_back(w);
+  return words;
+}
+
+// "--name" of a flag word ("--name=value" or "--name"), or "" for a value.
+std::string FlagName(const std::string& word) {
+  if (word.rfind("-", 0) != 0 || word == "-" || word == "--") return "";
+  return word.substr(0, word.find('='));
+}
+
+}  // namespace
+
+std::string WithFlags(const std::string& command, const std::string& flags) {
+  std::vector<std::string> out = Words(command);
+  const std::vector<std::string> add = Words(flags);
+  for (size_t i = 0; i < add.size(); ++i) {
+    std::vector<std::string> flag = {add[i]};
+    if (add[i].find('=') == std::string::npos && i + 1 < add.size() && FlagName(add[i + 1]).empty())
+      flag.push_back(add[++i]);  // --name value
+    const std::string name = FlagName(flag[0]);
+    size_t at = out.size();
+    for (size_t j = 0; j < out.size() && !name.empty(); ++j)
+      if (FlagName(out[j]) == name) at = j;
+    if (at == out.size()) {
+      out.insert(out.end(), flag.begin(), flag.end());
+      continue;
+    }
+    size_t n = 1;  // the old flag's words: "--name value" is two
+    if (out[at].find('=') == std::string::npos && at + 1 < out.size() && FlagName(out[at + 1]).empty()) n = 2;
+    out.erase(out.begin() + at, out.begin() + at + n);
+    out.insert(out.begin() + at, flag.begin(), flag.end());
+  }
+  return absl::StrJoin(out, " ");
+}
+
 std::string TinyTrainCommand(const std::string& data, const std::string& out_dir, const std::string& extra) {
-  return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                      " --data.path=", data, " --out_dir=", out_dir, " --threads=1 ", extra);
+  return WithFlags(absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
+                                " --data.path=", data, " --out_dir=", out_dir, " --threads=1"),
+                   extra);
 }
 
 void TinyCorpusTest::SetUp() { ASSERT_TRUE(WriteByteTokenCorpus(tmp_ / "text", data_, docs_, seed_).ok()); }

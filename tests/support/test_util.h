@@ -72,9 +72,16 @@ void WriteTextCorpus(const std::string& dir, int docs, int seed);
 // the token file token_path (what the integration tests train on).
 absl::Status WriteByteTokenCorpus(const std::string& text_dir, const std::string& token_path, int docs, int seed);
 
+// `command` with `flags` (space-separated --name=value or --name value words)
+// put in: one that the command already has replaces it in place, the others
+// are appended. longctx refuses a flag given twice, so a test that varies a
+// base command goes through this instead of appending. No quoting: paths
+// must not hold spaces.
+std::string WithFlags(const std::string& command, const std::string& flags);
+
 // `longctx train` of configs/tiny-test.textproto (the integration tests'
 // model) on the token file `data` into out_dir with one thread, then `extra`
-// (more flags, appended as given).
+// (more flags; one of the above given again replaces it: WithFlags).
 std::string TinyTrainCommand(const std::string& data, const std::string& out_dir, const std::string& extra);
 
 // Fixture of the tests that train the tiny model: a fresh temp dir tmp_ and in

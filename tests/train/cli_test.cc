@@ -90,8 +90,10 @@ class CliTrainTest : public ::longctx::testing::TinyCorpusTest {
   CliTrainTest() : TinyCorpusTest(/*docs=*/60, /*seed=*/5) {}
   // Space-separated flags on purpose (not TinyTrainCommand): both spellings parse.
   std::string Train(const std::string& out, const std::string& extra) {
-    return absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"),
-                        " --data.path ", data_, " --out_dir=", tmp_ / out, " --threads 1 --log_every=1 ", extra);
+    return ::longctx::testing::WithFlags(
+        absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"), " --data.path ",
+                     data_, " --out_dir=", tmp_ / out, " --threads 1 --log_every=1"),
+        extra);
   }
 };
 
@@ -160,6 +162,43 @@ TEST(CliTest, StrayPositionalIsAnError) {
   r = RunCommand(LongctxBinary() + " data merge --input a.ltok --out b.ltok c.ltok");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Contains(r.output, "longctx data merge: error: unexpected argument 'c.ltok'")) << r.output;
+}
+
+// A flag given twice used to keep its last value without a word
+// (`--data.sft.seq_lens=512 --data.sft.seq_lens=2048` planned one 2,048
+// schedule): now an error naming the flag, and for a repeated field the way
+// to give a list.
+TEST(CliTest, AFlagGivenTwiceIsAnErrorNamingIt) {
+  const std::string config = SourcePath("configs/tiny-test.textproto");
+  auto r = RunCommand(absl::StrCat(LongctxBinary(), " plan --config ", config, " --steps=2 --steps 3"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "longctx plan: error: --steps given twice (--steps=2, then --steps=3)")) << r.output;
+  r = RunCommand(absl::StrCat(LongctxBinary(), " plan --config ", config,
+                              " --data.sft.seq_lens=512 --data.sft.seq_lens=2048"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "longctx plan: error: --data.sft.seq_lens given twice")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "--data.sft.seq_lens=512,2048")) << r.output;
+  // The list form, and different fields, are fine.
+  r = RunCommand(absl::StrCat(LongctxBinary(), " plan --config ", config,
+                              " --data.sft.seq_lens=512,2048 --data.sft.counts=1,1 --steps=2"));
+  EXPECT_FALSE(Contains(r.output, "given twice")) << r.output;
+  // A command's own flag given twice: CLI11 refuses it, naming it.
+  r = RunCommand(absl::StrCat(LongctxBinary(), " plan --config ", config, " --config ", config));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "longctx plan: error: --config")) << r.output;
+}
+
+// Arguments after `--` were dropped without a word (`train ... --steps=2 --
+// --steps=5 --bogus=1` trained 2 steps, exit 0).
+TEST(CliTest, ArgumentsAfterDoubleDashAreRefused) {
+  const std::string config = SourcePath("configs/tiny-test.textproto");
+  auto r = RunCommand(absl::StrCat(LongctxBinary(), " plan --config ", config, " --steps=2 -- --steps=5 --bogus=1"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "longctx plan: error: arguments after '--' (--steps=5 --bogus=1)")) << r.output;
+  r = RunCommand(absl::StrCat(LongctxBinary(), " train --config ", config,
+                              " --out_dir=/nonexistent/never --steps=2 -- --steps=5"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "longctx train: error: arguments after '--' (--steps=5)")) << r.output;
 }
 
 TEST(CliTest, SpacePlanOverrideEqualsEqualsForm) {

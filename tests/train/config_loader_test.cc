@@ -151,9 +151,31 @@ TEST(LoadTrainConfig, ValidationErrorsNameTheField) {
     EXPECT_EQ(Message(c.status()), tc.message) << tc.override_;
   }
   // Edge values that are allowed.
-  EXPECT_TRUE(LoadTrainConfig(path, {"optim.lr=0", "optim.beta1=0", "ckpt_every=0", "optim.grad_clip=0",
-                                     "backend=cuda"})
+  EXPECT_TRUE(LoadTrainConfig(path, {"optim.lr=0", "optim.min_lr=0", "optim.beta1=0", "ckpt_every=0",
+                                     "optim.grad_clip=0", "backend=cuda"})
                   .ok());
+}
+
+// Accepted silently before: rows longer than the positions the exported
+// config.json records, and a minimum learning rate above the peak.
+TEST(LoadTrainConfig, RunLimitsNameBothFieldsAndValues) {
+  const std::string path = std::string(LONGCTX_SOURCE_DIR) + "/configs/tiny-test.textproto";  // seq_len 32, lr 3e-3
+  auto c = LoadTrainConfig(path, {"model.max_position_embeddings=16"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(Message(c.status()), StartsWith("model.max_position_embeddings: 16 is smaller than data.seq_len 32"));
+  c = LoadTrainConfig(path, {"data.seq_len=128"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(Message(c.status()), StartsWith("model.max_position_embeddings: 32 is smaller than data.seq_len 128"));
+  c = LoadTrainConfig(path, {"optim.min_lr=1e-2"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(Message(c.status()), StartsWith("optim.min_lr: 0.01 is above optim.lr 0.003"));
+  // The edges are allowed.
+  EXPECT_TRUE(LoadTrainConfig(path, {"data.seq_len=64", "model.max_position_embeddings=64", "optim.min_lr=3e-3"}).ok());
+  // A config a checkpoint saved is read without them, so old runs stay readable.
+  const std::string saved = WriteTemp("saved.textproto", "model { max_position_embeddings: 16 }\n"
+                                                         "data { seq_len: 32 }\noptim { lr: 1e-3 min_lr: 1e-2 }\n");
+  EXPECT_TRUE(LoadSavedTrainConfig(saved).ok());
+  EXPECT_FALSE(LoadTrainConfig(saved, {}).ok());
 }
 
 TEST(LoadTrainConfig, EveryShippedConfigLoadsAndValidates) {

@@ -41,7 +41,7 @@ class RetrievalProbeIntegrationTest : public ::longctx::testing::TinyCorpusTest 
   std::vector<std::string> Overrides(const std::string& out_dir) const {
     // Two training threads and a one-thread probe (probe_threads' default): the
     // count must come back exactly after every probe.
-    return {"data.path=" + data_, "out_dir=" + out_dir, "threads=2", "data.seq_len=128",
+    return {"data.path=" + data_, "out_dir=" + out_dir, "threads=2", "data.seq_len=128", "model.max_position_embeddings=128",
             "data.eval_fraction=0.1", "data.retrieval_fraction=0.5", "data.retrieval_format=compact",
             "data.retrieval_curriculum=0:1:0,6:2:0", "optim.decay_steps=12", "log_every=1",
             "ckpt_every=3", "keep_checkpoints=10"};
@@ -49,7 +49,7 @@ class RetrievalProbeIntegrationTest : public ::longctx::testing::TinyCorpusTest 
   std::string TrainCommand(const std::string& out_dir, const std::string& extra) const {
     std::string cmd = absl::StrCat(LongctxBinary(), " train --config ", SourcePath("configs/tiny-test.textproto"));
     for (const std::string& o : Overrides(out_dir)) absl::StrAppend(&cmd, " --", o);
-    return absl::StrCat(cmd, " ", extra);
+    return ::longctx::testing::WithFlags(cmd, extra);  // extra replaces an override it gives again
   }
   static std::vector<nlohmann::json> Events(const std::string& metrics, const std::string& kind) {
     return ::longctx::testing::MetricsEvents(metrics, kind);

@@ -115,7 +115,7 @@ TEST_F(TrainIntegrationTest, PositionFrequencyCountsTheTrainedSegments) {
 
 TEST_F(TrainIntegrationTest, KilledRunResumesWithIdenticalNextSteps) {
   // Bigger than tiny-test so that steps take milliseconds and the kill lands mid-run.
-  const std::string model = "--model.hidden_size=96 --model.ffn_hidden_size=256 --data.seq_len=96 ";
+  const std::string model = "--model.hidden_size=96 --model.ffn_hidden_size=256 --data.seq_len=96 --model.max_position_embeddings=96 ";
   const std::string common = model + "--steps=60 --log_every=1 --ckpt_every=5 --keep_checkpoints=3";
   const std::string full = tmp_ / "full", killed = tmp_ / "killed";
   auto r = RunCommand(TrainCommand(full, common));

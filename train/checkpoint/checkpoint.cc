@@ -293,7 +293,7 @@ absl::Status ConsolidateCheckpoint(const std::string& dir, const std::string& ou
 }
 
 absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir) {
-  return LoadTrainConfig(dir + "/" + kTrainConfigFile, {});
+  return LoadSavedTrainConfig(dir + "/" + kTrainConfigFile);
 }
 
 }  // namespace longctx

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include <CLI/CLI.hpp>
@@ -169,6 +170,9 @@ std::string CommandTable::UnknownFlagHint(const Entry& e, const std::string& nam
 absl::Status CommandTable::CollectOverrides(const Entry& e, const std::vector<std::string>& rest,
                                             std::vector<std::string>* overrides) const {
   TrainConfig scratch;  // each override is applied here once, to check it now and name it
+  // Each field once: a second value used to replace the first without a
+  // word, which for a repeated field (data.sft.seq_lens) looked like appending.
+  std::map<std::string, std::string> given;  // field path -> its value
   for (size_t i = 0; i < rest.size(); ++i) {
     const std::string& arg = rest[i];
     if (!absl::StartsWith(arg, "-") || arg == "-")
@@ -202,6 +206,14 @@ absl::Status CommandTable::CollectOverrides(const Entry& e, const std::vector<st
       return absl::InvalidArgumentError(
           absl::StrCat("--", name, ": needs a value (--", name, "=VALUE or --", name, " VALUE)"));
     }
+    if (auto [it, first] = given.emplace(name, value); !first) {
+      std::string how = "give it once";
+      if (field->is_repeated())
+        how = absl::StrCat("a repeated field takes one comma-separated list: --", name, "=",
+                           it->second.empty() ? "" : it->second + ",", value);
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice (--", name, "=", it->second,
+                                                     ", then --", name, "=", value, "); ", how));
+    }
     const std::string assignment = absl::StrCat(name, "=", value);
     if (absl::Status st = ApplyOverride(&scratch, assignment); !st.ok()) return st;
     overrides->push_back(assignment);
@@ -226,6 +238,17 @@ int CommandTable::Main(int argc, const char* const* argv) {
       return Fail(path, absl::StrCat(absl::StrJoin(given, ", "), " given before '", app->get_name(),
                                      "': the flags of '", path, "' go after the whole command"));
   }
+  // After `--` CLI11 stops the command's parse and hands what follows to the
+  // parents, where nothing read it: `train --steps=2 -- --steps=5` trained 2
+  // steps without a word. No command takes positional arguments, so refuse.
+  std::vector<std::string> after_dashes;
+  for (const CLI::App* a = app->get_parent(); a != nullptr; a = a->get_parent()) {
+    const std::vector<std::string> r = a->remaining();
+    after_dashes.insert(after_dashes.begin(), r.begin(), r.end());
+  }
+  if (!after_dashes.empty())
+    return Fail(path, absl::StrCat("arguments after '--' (", absl::StrJoin(after_dashes, " "), "): '", path,
+                                   "' takes no positional arguments; give its flags before any '--', without it"));
   const Entry* e = EntryOf(app);
   const std::vector<std::string> rest = app->remaining();
   if (e == nullptr || !e->spec.run) {  // no command, or a group without its subcommand

@@ -62,6 +62,7 @@ int RunBuild(const SftArgs& a) {
   nlohmann::json report = {{"files", *files},
                            {"tokenizer", (*tok)->name()},
                            {"template", ChatTemplateKindName(tmpl->kind())},
+                           {"content_trimmed", tmpl->trims_content()},
                            {"lines", stats->lines},
                            {"examples", stats->examples},
                            {"tokens", stats->tokens},
@@ -71,7 +72,14 @@ int RunBuild(const SftArgs& a) {
                            {"bad_example", stats->bad_example},
                            {"line_too_long", stats->line_too_long},
                            {"problems", stats->problems}};
-  std::ofstream(std::filesystem::path(a.out) / "report.json") << report.dump(2) << "\n";
+  // The problems are valid UTF-8 (sft_jsonl.cc escapes bad bytes), but a file
+  // name need not be: replace what is not, rather than throw (type_error.316)
+  // and leave no report.
+  const std::string report_path = (std::filesystem::path(a.out) / "report.json").string();
+  std::ofstream report_file(report_path);
+  report_file << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  report_file.close();
+  if (!report_file) return FailCommand(absl::DataLossError(absl::StrCat(report_path, ": cannot write")));
   std::printf("%s -> %s\n", stats->Summary().c_str(), path.c_str());
   return 0;
 }

@@ -76,6 +76,26 @@ absl::StatusOr<TrainingInputs> OpenTrainingInputs(const TrainConfig& config, con
   if (in.tokenizer->vocab_size() > dims.vocab)
     return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", dims.vocab, " is smaller than tokenizer '",
                                                    in.tokenizer->name(), "' (", in.tokenizer->vocab_size(), " ids)"));
+  if (IsSftConfig(config) && config.data().path().empty()) {
+    // SFT trains from data.sft.path alone; a pretraining corpus is only read
+    // to evaluate on it or to draw the probe's haystacks from it.
+    if (config.data().retrieval_fraction() > 0)
+      return absl::InvalidArgumentError(
+          "data.retrieval_fraction: retrieval rows are not mixed into SFT steps (data.sft.path is set); set it to 0");
+    if (config.probe_every() != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "probe_every: ", config.probe_every(),
+          " draws the probe's haystacks from data.path, which is empty; set data.path to a token file or probe_every=0"));
+    if (config.eval_every() != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "eval_every: ", config.eval_every(),
+          " evaluates on data.path, which is empty; set data.path to a token file or eval_every=0"));
+    if (rank == 0) std::printf("data.path is empty: SFT from data.sft.path alone, no eval on pretraining text\n");
+    in.has_eval = false;
+    in.longest_row = config.data().seq_len();
+    if (absl::Status st = OpenSftInputs(config, dims, rank, &in); !st.ok()) return st;
+    return in;
+  }
   absl::StatusOr<std::unique_ptr<TokenDataset>> tokens = OpenTrainingData(config);
   if (!tokens.ok()) return tokens.status();
   in.tokens = std::move(*tokens);

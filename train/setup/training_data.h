@@ -31,6 +31,8 @@ absl::StatusOr<std::unique_ptr<Packer>> MakeEvalPacker(const TrainConfig& config
 // Everything a training run draws its batches from.
 struct TrainingInputs {
   std::unique_ptr<Tokenizer> tokenizer;
+  // The pretraining corpus (data.path) and its packer; both null for an SFT
+  // run without data.path (then there is no eval, probe or retrieval).
   std::unique_ptr<TokenDataset> tokens;
   std::unique_ptr<Packer> train_packer;
   // Retrieval rows mixed into training (null when data.retrieval_fraction is 0).
@@ -44,7 +46,9 @@ struct TrainingInputs {
 };
 
 // Opens and cross-checks the config's data for a model of `dims`; rank 0
-// prints what it drops or skips.
+// prints what it drops or skips. An SFT run (data.sft.path) needs no
+// data.path; without one, eval_every, probe_every and retrieval_fraction
+// must be 0 (each an error naming the field otherwise).
 absl::StatusOr<TrainingInputs> OpenTrainingInputs(const TrainConfig& config, const ModelDims& dims, int rank);
 
 }  // namespace longctx
