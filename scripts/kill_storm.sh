@@ -12,8 +12,8 @@
 # gets past its start, fails here even though the old checkpoint still
 # verifies — and the last checkpoint must be later than the first one seen.
 #   scripts/kill_storm.sh [N=100] [LONGCTX=build/bin/longctx] [DATA=data/corpus/demo.ltok]
-# KILL_STORM_RESTART_ARGS: extra `train` flags for every restart after the
-# first run (e.g. --ckpt_every=1000000 plants a job that stops saving).
+# KILL_STORM_RESTART_CKPT_EVERY: --ckpt_every of every restart after the first
+# run (default 1; 1000000 plants a job that resumes but stops saving).
 # ctest runs it with N=10 (checkpoint.kill_storm). Prints "kill_storm: PASS".
 set -u
 n="${1:-100}"
@@ -36,11 +36,10 @@ fail=0; kills=0; verified=0; tmp_seen=0; tmp_checked=0; no_ckpt=0
 stall=0; worst_stall=0; prev=-1; first=-1; stall_limit=${STALL_LIMIT:-5}
 pending_tmps=""; pending_step=-1
 for ((i = 1; i <= n; i++)); do
-  extra=""; [ "$i" -gt 1 ] && extra="${KILL_STORM_RESTART_ARGS:-}"
-  # shellcheck disable=SC2086
+  every=1; [ "$i" -gt 1 ] && every="${KILL_STORM_RESTART_CKPT_EVERY:-1}"
   $mpirun -np 2 "$bin" train --config "$root/configs/tiny-test.textproto" --data.path="$data" \
     --out_dir="$out" --threads=1 --force_threads=true --mode=FSDP --grad_accum=2 --steps=1000000 \
-    --ckpt_every=1 --keep_checkpoints=2 --log_every=1000 $extra > "$tmp/run.log" 2>&1 &
+    --ckpt_every="$every" --keep_checkpoints=2 --log_every=1000 > "$tmp/run.log" 2>&1 &
   pid=$!
   if ((i % 2)); then
     # Odd kills: 0.3 - 4.3 s after the launch, from mpirun's start-up and the
