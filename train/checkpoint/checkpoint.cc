@@ -275,10 +275,17 @@ absl::Status VerifyCheckpointStructure(const std::string& dir) {
       return absl::DataLossError(absl::StrCat(where, ": the shards' ranges of buffer ", b, " end at element ", at,
                                               ", not at its size ", sizes[b]));
   }
+  // A header that does not match the manifest is most often a damaged file:
+  // then its checksum says so, which is the clearer message (hashing only on
+  // this failure path keeps the check to the headers otherwise).
+  auto header_problem = [&](const std::string& file, const std::string& what) -> absl::Status {
+    if (absl::Status st = VerifyAgainstManifest(dir, m, file); !st.ok()) return st;
+    return absl::DataLossError(what);
+  };
   for (int64_t r = 0; r < world; ++r) {
     const std::string file = ShardFileName(static_cast<int>(r), static_cast<int>(world));
     absl::StatusOr<SafetensorsReader> f = SafetensorsReader::Open(dir + "/" + file);
-    if (!f.ok()) return absl::DataLossError(f.status().message());
+    if (!f.ok()) return header_problem(file, std::string(f.status().message()));
     size_t expected = 0;
     for (const auto& [b, lo, hi] : ranges_of[r]) {
       for (CheckpointPart p : {CheckpointPart::kParams, CheckpointPart::kExpAvg, CheckpointPart::kExpAvgSq}) {
@@ -287,7 +294,7 @@ absl::Status VerifyCheckpointStructure(const std::string& dir) {
         ++expected;
         absl::StatusOr<SafetensorsTensorInfo> info = f->Info(name);
         if (!info.ok() || info->numel() != hi - lo)
-          return absl::DataLossError(absl::StrCat(
+          return header_problem(file, absl::StrCat(
               dir, "/", file, ": ",
               info.ok() ? absl::StrCat("tensor '", name, "' holds ", info->numel(), " elements")
                         : absl::StrCat("no tensor '", name, "'"),
@@ -295,8 +302,8 @@ absl::Status VerifyCheckpointStructure(const std::string& dir) {
       }
     }
     if (f->names().size() != expected)
-      return absl::DataLossError(absl::StrCat(dir, "/", file, ": holds ", f->names().size(), " tensors, but ", where,
-                                              "'s ranges for rank ", r, " account for ", expected));
+      return header_problem(file, absl::StrCat(dir, "/", file, ": holds ", f->names().size(), " tensors, but ", where,
+                                               "'s ranges for rank ", r, " account for ", expected));
   }
   return absl::OkStatus();
 }
