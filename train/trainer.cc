@@ -418,8 +418,9 @@ TrainSummary Trainer::FinishedRunSummary() const {
   TrainSummary summary;
   summary.start_step = summary.final_step = step_;
   summary.checkpoint = resumed_from_;
-  auto number = [this](const char* k) {
-    return resumed_state_.contains(k) && resumed_state_[k].is_number() ? resumed_state_[k].get<double>() : 0.0;
+  auto number = [this](const char* k) -> std::optional<double> {
+    if (resumed_state_.contains(k) && resumed_state_[k].is_number()) return resumed_state_[k].get<double>();
+    return std::nullopt;
   };
   summary.last_loss = number("last_loss");
   summary.final_batch_loss = number("checkpoint_batch_loss");
@@ -507,7 +508,7 @@ absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
     }
   }
   summary.final_step = step_;
-  summary.last_loss = last_loss_;
+  if (steps_this_run > 0) summary.last_loss = last_loss_;
   const RunEndEvent end{step_, step_ == total_steps, steps_this_run > 0, steps_this_run, micro, last_batch_cursor};
   if (absl::Status st = each_hook([&](Hook& h) { return h.OnRunEnd(ctx, end); }); !st.ok()) return st;
   if (end.final)

@@ -26,6 +26,7 @@
 #include "model/transformer.h"
 #include "tests/support/test_util.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/manifest.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/config_loader.h"
 
@@ -175,7 +176,13 @@ TEST_F(CheckpointIntegrityTest, BadTrainerStateStepIsAnErrorNamingFileAndField) 
   nlohmann::json s = good;
   s["step"] = 1000;
   WriteFile(state_path, s.dump());
-  fs::remove(ckpt + "/" + kManifestFile);  // as if written before manifests
+  {  // The manifest vouches for the edited file (resume needs a manifest).
+    nlohmann::json m = nlohmann::json::parse(ReadFile(ckpt + "/" + kManifestFile));
+    absl::StatusOr<FileDigest> d = HashFile(state_path);
+    ASSERT_TRUE(d.ok()) << d.status();
+    m["files"][kTrainerStateFile] = {{"size", d->size}, {"xxh64", Hex64(d->xxh64)}};
+    WriteFile(ckpt + "/" + kManifestFile, m.dump(2));
+  }
   auto r = RunCommand(Train(out, "--steps=3"));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(absl::StrCat(state_path, ": field \"step\" (1000) and \"tokens_seen\"")), std::string::npos)

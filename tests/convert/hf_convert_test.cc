@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <tuple>
 #include <map>
 #include <random>
 #include <string>
@@ -475,6 +477,129 @@ TEST(HfConvertTest, ImportErrorsNameTheTensorOrField) {
   }
   // The error path for the messages as printed, for the record.
   std::printf("shape error: %s\n", shape.c_str());
+}
+
+// Copies SRC's F32 tensors into DST (a new safetensors file), letting `edit`
+// change values, drop tensors or add them first.
+using TensorMap = std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>;
+void RewriteSafetensors(const std::string& src, const std::string& dst, const std::function<void(TensorMap&)>& edit) {
+  auto r = SafetensorsReader::Open(src);
+  ASSERT_TRUE(r.ok()) << r.status();
+  TensorMap t;
+  for (const std::string& n : r->names()) {
+    auto info = r->Info(n);
+    ASSERT_EQ(info->dtype_name, "F32") << n;
+    std::vector<float> v(static_cast<size_t>(info->numel()));
+    ASSERT_TRUE(r->ReadInto(n, v.data(), DType::kF32, info->shape).ok()) << n;
+    t[n] = {info->shape, std::move(v)};
+  }
+  edit(t);
+  std::vector<SafetensorsEntry> entries;
+  for (auto& [n, sv] : t) {
+    SafetensorsEntry e;
+    e.name = n;
+    e.shape = sv.first;
+    e.data = sv.second.data();
+    entries.push_back(e);
+  }
+  std::filesystem::create_directories(std::filesystem::path(dst).parent_path());
+  ASSERT_TRUE(WriteSafetensors(dst, entries, {}).ok());
+}
+
+void CopyDir(const std::string& from, const std::string& to) {
+  std::filesystem::create_directories(to);
+  for (const auto& e : std::filesystem::directory_iterator(from))
+    if (e.is_regular_file()) std::filesystem::copy_file(e.path(), std::filesystem::path(to) / e.path().filename());
+}
+
+// Issue 47's bad-input findings for import: NaN/Inf weights, a tensor in two
+// shards, tie_word_embeddings with a different lm_head.weight were imported
+// (rc 0), and a fresh import had no manifest (loading warned "written before
+// checksums"). Each is now refused naming the tensor (and the files), and an
+// import verifies.
+TEST(HfConvertTest, ImportRefusesNonFiniteDuplicateAndConflictingTiedWeightsAndWritesAManifest) {
+  TempDir tmp;
+  WriteCheckpoint(tmp / "ckpt", {});
+  ASSERT_TRUE(Export(tmp / "ckpt", tmp / "hf").ok());
+  auto error_of = [&](const std::string& dir) {
+    auto r = Import(dir, tmp / ("out-" + std::filesystem::path(dir).filename().string()));
+    return r.ok() ? std::string("ok (imported)") : std::string(r.status().message());
+  };
+  // NaN in one embedding row, +Inf in the final norm.
+  for (const auto& [label, tensor, index, value] :
+       std::vector<std::tuple<std::string, std::string, int64_t, float>>{
+           {"nan", "model.embed_tokens.weight", 37, std::nanf("")},
+           {"inf", "model.norm.weight", 5, INFINITY}}) {
+    const std::string d = tmp / label;
+    CopyDir(tmp / "hf", d);
+    RewriteSafetensors(tmp / "hf/model.safetensors", d + "/model.safetensors",
+                       [&](TensorMap& t) { t.at(tensor).second[index] = value; });
+    const std::string e = error_of(d);
+    std::printf("%s: %s\n", label.c_str(), e.c_str());
+    EXPECT_NE(e.find(absl::StrCat("tensor '", tensor, "' in ", d, "/model.safetensors has a non-finite value")),
+              std::string::npos) << e;
+    EXPECT_NE(e.find(absl::StrCat("at element ", index, " ")), std::string::npos) << e;
+  }
+  {  // A tensor in two shards: the index maps it to one, the other holds a copy too.
+    ASSERT_TRUE(Export(tmp / "ckpt", tmp / "hf-sharded", DType::kF32, 40'000).ok());
+    const json index = json::parse(ReadFile(tmp / "hf-sharded/model.safetensors.index.json"));
+    const std::string name = "model.norm.weight", home = index["weight_map"][name];
+    std::string other;
+    for (const auto& f : index["weight_map"])
+      if (f != home) other = f.get<std::string>();
+    ASSERT_FALSE(other.empty()) << "the sharded export has one shard";
+    ASSERT_TRUE(std::filesystem::exists(tmp / ("hf-sharded/" + other))) << other;
+    CopyDir(tmp / "hf-sharded", tmp / "dup");
+    auto src = SafetensorsReader::Open(tmp / ("hf-sharded/" + home));
+    ASSERT_TRUE(src.ok());
+    std::vector<float> v(static_cast<size_t>(src->Info(name)->numel()));
+    ASSERT_TRUE(src->ReadInto(name, v.data(), DType::kF32, src->Info(name)->shape).ok());
+    RewriteSafetensors(tmp / ("hf-sharded/" + other), tmp / ("dup/" + other), [&](TensorMap& t) {
+      v[0] += 1.0f;  // a different copy: importing either silently changes the model
+      t[name] = {src->Info(name)->shape, v};
+    });
+    const std::string e = error_of(tmp / "dup");
+    std::printf("duplicate: %s\n", e.c_str());
+    EXPECT_NE(e.find("tensor '" + name + "' is in two shards"), std::string::npos) << e;
+    EXPECT_NE(e.find(tmp / ("dup/" + home)), std::string::npos) << e;
+    EXPECT_NE(e.find(tmp / ("dup/" + other)), std::string::npos) << e;
+  }
+  {  // tie_word_embeddings true with an lm_head.weight: refused unless equal to the embedding.
+    WriteCheckpoint(tmp / "ckpt-tied", {"model.layer_pattern=RNOPE_FULL", "model.tie_embeddings=true"});
+    ASSERT_TRUE(Export(tmp / "ckpt-tied", tmp / "hf-tied").ok());
+    ASSERT_TRUE(json::parse(ReadFile(tmp / "hf-tied/config.json"))["tie_word_embeddings"].get<bool>());
+    for (const bool equal : {false, true}) {
+      const std::string d = tmp / (equal ? "tied-same" : "tied-differs");
+      CopyDir(tmp / "hf-tied", d);
+      RewriteSafetensors(tmp / "hf-tied/model.safetensors", d + "/model.safetensors", [&](TensorMap& t) {
+        ASSERT_FALSE(t.count("lm_head.weight"));
+        t["lm_head.weight"] = t.at("model.embed_tokens.weight");
+        if (!equal) t["lm_head.weight"].second[3] += 0.5f;
+      });
+      const std::string e = error_of(d);
+      std::printf("tied, lm_head %s: %s\n", equal ? "equal" : "different", e.c_str());
+      if (equal) {
+        EXPECT_EQ(e, "ok (imported)");
+      } else {
+        EXPECT_NE(e.find("tie_word_embeddings is true, but lm_head.weight in " + d + "/model.safetensors differs "
+                         "from model.embed_tokens.weight (first at element 3"),
+                  std::string::npos) << e;
+      }
+    }
+  }
+  {  // A fresh import has a manifest: it verifies, and loading it does not warn.
+    ASSERT_TRUE(Import(tmp / "hf", tmp / "fresh").ok());
+    EXPECT_TRUE(std::filesystem::exists(tmp / "fresh/manifest.json"));
+    absl::Status st = VerifyCheckpointFiles(tmp / "fresh");
+    EXPECT_TRUE(st.ok()) << st;
+    ASSERT_TRUE(::longctx::testing::WriteByteTokenCorpus(tmp / "text", tmp / "tokens.ltok", 20, 1).ok());
+    auto r = RunCommand(absl::StrCat(LongctxBinary(), " eval --checkpoint ", tmp / "fresh", " --data ",
+                                     tmp / "tokens.ltok", " 2>&1"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("no manifest.json"), std::string::npos) << r.output;
+    r = RunCommand(absl::StrCat(LongctxBinary(), " checkpoint verify --checkpoint ", tmp / "fresh", " 2>&1"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
 }
 
 TEST(HfConvertTest, CommandLineBothWaysThenEvalAndInitFrom) {

@@ -48,6 +48,18 @@ grep -q "preempted by SIG$sig after step [0-9]*; checkpoint .* is complete; to r
   "$work/run1.out" || fail "no resume line"
 stopped=$(sed -n 's/.*preempted by SIG[A-Z0-9]* after step \([0-9]*\);.*/\1/p' "$work/run1.out")
 [ "$stopped" -lt "$steps" ] || fail "stopped at step $stopped, not before $steps"
+# The summary line: what a preempted run did not measure (no final eval, no
+# final-batch loss) is null, not a 0 that reads as a measurement; what it
+# did (losses, tokens/s at log_every=1) is a number.
+python3 - "$work/run1.out" <<'PY' || fail "the preempted run's summary line"
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.startswith('{"')]
+s = json.loads(lines[-1])
+bad = [k for k in ("eval_loss", "eval_tokens", "final_batch_loss") if s.get(k, None) is not None]
+bad += [k for k in ("first_loss", "last_loss", "tokens_per_s") if not isinstance(s.get(k), float) or s[k] <= 0]
+print("preemption: summary:", json.dumps({k: s.get(k) for k in ("eval_loss", "eval_tokens", "final_batch_loss", "tokens_per_s", "last_loss")}))
+if bad: print("preemption: FAIL: summary fields", bad, "in", lines[-1].strip()); sys.exit(1)
+PY
 
 timeout 300 bash -c "$(declare -f train); $(declare -p longctx config data steps np launcher); train '$work/run'" \
   > "$work/run2.out" 2>&1 || { cat "$work/run2.out"; fail "the resumed run failed"; }

@@ -42,14 +42,24 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& out_dir, int64_t s
                                            const nlohmann::json& trainer_state, int keep, int bos_id,
                                            int eos_id);
 
-// Checks every file listed in DIR/manifest.json against its recorded size and
-// XXH64. DataLoss naming the file on a mismatch or missing file; a checkpoint
-// written before manifests existed (no manifest.json) passes with a warning.
+// What a resume from DIR relies on besides the bytes of the files, checked
+// without the model: a step-NNNNNNNN directory has its COMPLETE marker, its
+// config, run config and trainer state, and a trainer-state world size equal
+// to the manifest's; manifest.json is present; a full layout lists
+// model.safetensors; a sharded one has world_size equal to its layout's, one
+// shard entry per rank in rank order naming that rank's file, every file
+// listed in "files", ranges that tile every buffer exactly, and each shard
+// file holding exactly the tensors of its ranges. DataLoss naming DIR and the
+// file at fault (Unimplemented for a layout kind this build does not read).
+absl::Status VerifyCheckpointStructure(const std::string& dir);
+// VerifyCheckpointStructure, then every file listed in DIR/manifest.json
+// against its recorded size and XXH64. DataLoss naming the file on a mismatch
+// or missing file (a directory without manifest.json is one).
 absl::Status VerifyCheckpointFiles(const std::string& dir);
 // Checks one file of DIR against the manifest (same rules as above).
 absl::Status VerifyCheckpointFile(const std::string& dir, const std::string& file);
 
-// The files rank `rank` of `world` in `mode` reads to resume from DIR, plus
+// VerifyCheckpointStructure, then the files rank `rank` of `world` in `mode` reads to resume from DIR, plus
 // config.json, the run's config and trainer_state.json, checked against the
 // manifest: parameters — FSDP its range, DDP and ZeRO-1 every element;
 // moments — DDP every element, ZeRO-1 and FSDP their range (of whichever

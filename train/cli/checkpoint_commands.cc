@@ -4,7 +4,8 @@
 // model.safetensors + config.json (+ the run's config and trainer state that
 // eval, generate and probe read), assembling a ZeRO-1/FSDP checkpoint's
 // per-rank shard files. See ConsolidateCheckpoint (checkpoint.h).
-// `checkpoint verify` checks one against its manifest (the kill storm uses it).
+// `checkpoint verify` checks one is what a resume needs: structure, then every
+// file against its manifest (the kill storm uses it; VerifyCheckpointFiles).
 #include "train/cli/checkpoint_commands.h"
 
 #include <cstdio>
@@ -42,8 +43,12 @@ void RegisterCheckpointCommands(CommandTable& table) {
   auto v = std::make_shared<std::string>();
   CLI::App* vc = table.Add(
       {.path = "checkpoint verify",
-       .summary = "check a checkpoint's files against its manifest (sizes, XXH64) and its trainer state",
-       .notes = "Exit 0 and one line when every file matches; else the first mismatch, naming the file.",
+       .summary = "check a checkpoint is one resume can use: its structure, its files against its manifest (sizes, "
+                  "XXH64) and its trainer state",
+       .notes = "Checks what a resume relies on: a step directory's COMPLETE marker, manifest.json present, a sharded\n"
+                "layout's world size, shard names and ranges (tiling every buffer, matching the tensors in each\n"
+                "shard file), every file listed, and each file's size and XXH64.\n"
+                "Exit 0 and one line when all hold; else the first problem, naming the directory and the file.",
        .run = [v](const std::vector<std::string>&) {
          if (absl::Status st = VerifyCheckpointFiles(*v); !st.ok()) return FailCommand(st);
          absl::StatusOr<nlohmann::json> state = LoadTrainerState(*v);

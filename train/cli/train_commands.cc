@@ -60,14 +60,16 @@ int RunTrainCommand(const std::string& config_path, const std::vector<std::strin
   // Stopped by SIGTERM/SIGUSR1 with its checkpoint written: a distinct code (train/preemption.h).
   const int code = (*trainer)->preempted_signal() != 0 ? kPreemptedExitCode : 0;
   if (rank != 0) return code;
+  // Not measured (a preempted run has no final eval): null, not 0.
+  auto measured = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"start_step", s->start_step},
                       {"final_step", s->final_step},
-                      {"first_loss", s->first_loss},
-                      {"last_loss", s->last_loss},
-                      {"final_batch_loss", s->final_batch_loss},
-                      {"eval_loss", s->eval_loss},
-                      {"eval_tokens", s->eval_tokens},
-                      {"tokens_per_s", s->tokens_per_second},
+                      {"first_loss", measured(s->first_loss)},
+                      {"last_loss", measured(s->last_loss)},
+                      {"final_batch_loss", measured(s->final_batch_loss)},
+                      {"eval_loss", measured(s->eval_loss)},
+                      {"eval_tokens", measured(s->eval_tokens)},
+                      {"tokens_per_s", measured(s->tokens_per_second)},
                       {"checkpoint", s->checkpoint}};
   std::printf("%s\n", j.dump().c_str());
   return code;

@@ -17,7 +17,8 @@
 //    to slide, so export writes true whenever a layer slides and import
 //    refuses sliding layer_types with use_sliding_window false (ambiguous).
 //  - tie_word_embeddings: lm_head shares model.embed_tokens.weight; a tied
-//    export writes no lm_head.weight (as save_pretrained does).
+//    export writes no lm_head.weight (as save_pretrained does); a tied import
+//    with an lm_head.weight is refused unless it equals the embedding.
 #include "train/convert/hf_convert.h"
 
 #include <algorithm>
@@ -39,6 +40,7 @@
 #include "model/param_layout.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_dir.h"
+#include "train/checkpoint/manifest.h"
 #include "train/checkpoint/safetensors.h"
 #include "train/config_loader.h"
 #include "train/convert/hf_tokenizer_files.h"
@@ -72,6 +74,28 @@ absl::Status PrepareOutDir(const std::string& out) {
   }
   fs::create_directories(out, ec);
   if (ec) return absl::InternalError(absl::StrCat("--out ", out, ": cannot create: ", ec.message()));
+  return absl::OkStatus();
+}
+
+// InvalidArgument naming the tensor, its file and the first NaN or Inf (flat
+// index and row-major coordinates): such a weight trains or evaluates to NaN,
+// or, in one embedding row, to a normal-looking loss.
+absl::Status CheckFinite(const std::string& name, const std::string& path, const float* v,
+                         const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  for (int64_t k = 0; k < n; ++k) {
+    if (std::isfinite(v[k])) continue;
+    std::vector<int64_t> at(shape.size());
+    int64_t rest = k;
+    for (size_t d = shape.size(); d-- > 0;) {
+      at[d] = shape[d] > 0 ? rest % shape[d] : 0;
+      rest = shape[d] > 0 ? rest / shape[d] : 0;
+    }
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' in ", path, " has a non-finite value (",
+                                                   v[k], ") at element ", k, " ", ShapeStr(at),
+                                                   "; refusing to import it"));
+  }
   return absl::OkStatus();
 }
 
@@ -434,6 +458,21 @@ absl::StatusOr<HfImportResult> ImportFromHf(const HfImportOptions& o) {
     readers[file] = std::make_unique<SafetensorsReader>(*std::move(r));
   }
   result.shards = static_cast<int>(readers.size());
+  // A tensor in two files: the index's copy would win without a word, and
+  // nothing says which one the model was trained with.
+  {
+    std::map<std::string, std::string> first_file;
+    for (const auto& [file, r] : readers)
+      for (const std::string& n : r->names()) {
+        auto [it, fresh] = first_file.emplace(n, file);
+        if (fresh) continue;
+        auto w = where.find(n);
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", n, "' is in two shards, ", o.hf, "/", it->second, " and ", o.hf, "/", file,
+            w != where.end() ? absl::StrCat(" (", kIndexFile, " maps it to ", w->second, ")") : std::string(),
+            "; refusing to guess which copy is the model's: remove the other"));
+      }
+  }
 
   const ParamLayout layout(*dims);
   std::set<std::string> used;
@@ -441,7 +480,7 @@ absl::StatusOr<HfImportResult> ImportFromHf(const HfImportOptions& o) {
   for (const auto& [name, file] : where) {
     if (used.count(name)) continue;
     if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;  // old transformers buffers
-    if (name == "lm_head.weight" && dims->tied) continue;                  // tied: the embedding is used
+    if (name == "lm_head.weight" && dims->tied) continue;                  // tied: checked equal below
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' in ", o.hf, "/", file,
                                                    " has no place in a ", result.architecture,
                                                    " with this config.json"));
@@ -470,6 +509,7 @@ absl::StatusOr<HfImportResult> ImportFromHf(const HfImportOptions& o) {
                                                      info->dtype_name, " (import reads F32, BF16 and F16)"));
     host[i].resize(s.numel());
     LONGCTX_RETURN_IF_ERROR(r.ReadInto(s.name, host[i].data(), DType::kF32, s.shape));
+    LONGCTX_RETURN_IF_ERROR(CheckFinite(s.name, r.path(), host[i].data(), s.shape));
     if (o.layout == QkLayout::kMeta && IsQk(s.name))
       PermuteQkRows(host[i].data(), static_cast<int>(s.shape[0] / dims->head_dim), dims->head_dim, s.shape[1],
                     /*to_meta=*/false);
@@ -481,6 +521,33 @@ absl::StatusOr<HfImportResult> ImportFromHf(const HfImportOptions& o) {
   }
   result.tensors = static_cast<int>(entries.size());
   result.model = *model;
+  // tie_word_embeddings with an lm_head.weight in the files: transformers ties
+  // (the file's lm_head is dropped), other readers may use it. Only when the
+  // two are the same values is there one model to import.
+  if (auto lm = where.find("lm_head.weight"); dims->tied && lm != where.end()) {
+    const SafetensorsReader& r = *readers[lm->second];
+    size_t emb = 0;
+    while (emb < layout.slices().size() && layout.slices()[emb].name != "model.embed_tokens.weight") ++emb;
+    if (emb == layout.slices().size()) return absl::InternalError("import: the layout has no model.embed_tokens.weight");
+    const ParamSlice& es = layout.slices()[emb];
+    absl::StatusOr<SafetensorsTensorInfo> info = r.Info(lm->first);
+    if (!info.ok()) return info.status();
+    if (info->shape != es.shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json: tie_word_embeddings is true, but ", r.path(), " holds an lm_head.weight of shape ",
+          ShapeStr(info->shape), ", not the embedding's ", ShapeStr(es.shape),
+          ": set tie_word_embeddings false to import an untied model, or remove lm_head.weight"));
+    std::vector<float> head(static_cast<size_t>(es.numel()));
+    LONGCTX_RETURN_IF_ERROR(r.ReadInto(lm->first, head.data(), DType::kF32, es.shape));
+    for (int64_t k = 0; k < es.numel(); ++k)
+      if (std::memcmp(&head[k], &host[emb][k], sizeof(float)) != 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config.json: tie_word_embeddings is true, but lm_head.weight in ", r.path(),
+            " differs from model.embed_tokens.weight (first at element ", k, ": ", head[k], " vs ", host[emb][k],
+            "); transformers would use the embedding for both and drop lm_head.weight, so which model this is "
+            "is ambiguous: set tie_word_embeddings false in config.json to import both (untied), or remove "
+            "lm_head.weight to keep them tied"));
+  }
 
   LONGCTX_RETURN_IF_ERROR(PrepareOutDir(o.out));
   LONGCTX_RETURN_IF_ERROR(WriteSafetensors(o.out + "/" + kModelFile, entries, {{"format", "pt"}}));
@@ -494,6 +561,17 @@ absl::StatusOr<HfImportResult> ImportFromHf(const HfImportOptions& o) {
       WriteFileAtomic(o.out + "/" + kTrainConfigFile, ToTextProto(tc, /*include_defaults=*/true)));
   const json state = {{"step", 0}, {"imported_from", o.hf}, {"architecture", result.architecture}};
   LONGCTX_RETURN_IF_ERROR(WriteFileAtomic(o.out + "/" + kTrainerStateFile, state.dump(2) + "\n"));
+  // What loading checks the files against (a full layout, like a
+  // consolidated checkpoint's), so a fresh import verifies.
+  std::map<std::string, FileDigest> digests;
+  for (const char* f : {kModelFile, kHfConfigFile, kTrainConfigFile, kTrainerStateFile}) {
+    absl::StatusOr<FileDigest> d = HashFile(o.out + "/" + f);
+    if (!d.ok()) return d.status();
+    digests[f] = *d;
+  }
+  std::vector<int64_t> buffer_sizes;
+  for (int b = 0; b < layout.num_buffers(); ++b) buffer_sizes.push_back(layout.buffer_size(b));
+  LONGCTX_RETURN_IF_ERROR(WriteManifest(o.out, 0, 1, DDP, {{"kind", "full"}, {"buffer_sizes", buffer_sizes}}, digests));
   return result;
 }
 

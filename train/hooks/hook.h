@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,16 +41,19 @@
 namespace longctx {
 
 // What Run() returns; the loop and the hooks fill it.
+// A measurement this run did not take is nullopt, never 0: a preempted run
+// takes no final eval, a run stopped before its first step no loss, so the
+// summary line says "not measured" (null) instead of a plausible-looking 0.
 struct TrainSummary {
   int64_t start_step = 0;     // 0 for a fresh run, else the resumed checkpoint's step
   int64_t final_step = 0;
-  double first_loss = 0;      // training loss of the first step this run took
-  double last_loss = 0;       // training loss of the last step (weights before its update)
-  double final_batch_loss = 0;  // loss of the final weights on the last step's first micro-batch
-  double eval_loss = 0;       // final weights on the eval split
-  int64_t eval_tokens = 0;
+  std::optional<double> first_loss;        // training loss of the first step this run took
+  std::optional<double> last_loss;         // training loss of the last step (weights before its update)
+  std::optional<double> final_batch_loss;  // loss of the final weights on the last step's first micro-batch
+  std::optional<double> eval_loss;         // final weights on the eval split (a finished run only)
+  std::optional<int64_t> eval_tokens;
   std::string checkpoint;     // last checkpoint written
-  double tokens_per_second = 0;
+  std::optional<double> tokens_per_second;  // the last logged window's
 };
 
 // What the loop shares with its hooks for one run. Pointers are not owned and

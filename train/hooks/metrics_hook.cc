@@ -54,7 +54,7 @@ absl::Status MetricsHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
   // Training time only: what hooks excluded since the window began (probes) is not counted.
   const double dt = Seconds(window_start_, now) - (ctx.excluded_seconds - excluded_at_window_start_);
   const double tps = dt > 0 ? window_tokens_ / dt : 0;
-  ctx.summary->tokens_per_second = tps;
+  if (dt > 0) ctx.summary->tokens_per_second = tps;
   if (ctx.rank == 0) {
     // ETA: the remaining steps at this run's mean training seconds per step
     // (probes and other excluded time are not in the rate, so they are not in the ETA).

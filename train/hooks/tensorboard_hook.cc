@@ -15,16 +15,12 @@ absl::Status TensorBoardHook::OnRunStart(HookContext& ctx) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(ctx.metrics->path(), ec);
   offset_ = ec ? 0 : static_cast<int64_t>(size);  // a resumed run's earlier events are in the earlier file
-  absl::StatusOr<std::unique_ptr<EventFileWriter>> w = EventFileWriter::Open(ctx.config->out_dir());
-  if (!w.ok()) return w.status();
-  writer_ = std::move(*w);
-  std::printf("tensorboard: %s (tensorboard --logdir %s)\n", writer_->path().c_str(), ctx.config->out_dir().c_str());
-  std::fflush(stdout);
+  enabled_ = true;  // the file itself is created with the first event (Pump)
   return absl::OkStatus();
 }
 
 absl::Status TensorBoardHook::Pump(HookContext& ctx) {
-  if (writer_ == nullptr) return absl::OkStatus();
+  if (!enabled_) return absl::OkStatus();
   std::ifstream in(ctx.metrics->path(), std::ios::binary);
   if (!in) return absl::UnavailableError(absl::StrCat("tensorboard: cannot read ", ctx.metrics->path()));
   in.seekg(offset_);
@@ -35,6 +31,14 @@ absl::Status TensorBoardHook::Pump(HookContext& ctx) {
     const nlohmann::json ev = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (ev.is_discarded() || !ev.is_object() || !ev.contains("step") || !ev["step"].is_number()) continue;
     if (!seen_.emplace(ev.value("kind", ""), ev["step"].get<int64_t>()).second) continue;
+    if (writer_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<EventFileWriter>> w = EventFileWriter::Open(ctx.config->out_dir());
+      if (!w.ok()) return w.status();
+      writer_ = std::move(*w);
+      std::printf("tensorboard: %s (tensorboard --logdir %s)\n", writer_->path().c_str(),
+                  ctx.config->out_dir().c_str());
+      std::fflush(stdout);
+    }
     if (absl::Status st = WriteMetricsEventToTensorBoard(*writer_, ev, ctx.config->out_dir()); !st.ok()) return st;
   }
   return absl::OkStatus();

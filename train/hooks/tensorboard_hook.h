@@ -4,7 +4,9 @@
 // it last looked and turns them into records (train/report/tensorboard_metrics.h),
 // so every hook's numbers reach TensorBoard without any hook knowing of it, and
 // the event file can be checked against metrics.jsonl. An event repeating an
-// earlier (kind, step) is written once. Rank 0 only: one file per run.
+// earlier (kind, step) is written once. Rank 0 only: one file per run,
+// created with its first event, so a start that fails before any (a full
+// disk, a bad checkpoint) leaves no empty event file behind.
 #ifndef LONGCTX_TRAIN_HOOKS_TENSORBOARD_HOOK_H_
 #define LONGCTX_TRAIN_HOOKS_TENSORBOARD_HOOK_H_
 
@@ -30,7 +32,8 @@ class TensorBoardHook final : public Hook {
 
  private:
   absl::Status Pump(HookContext& ctx);
-  std::unique_ptr<EventFileWriter> writer_;
+  bool enabled_ = false;                    // tensorboard on, rank 0
+  std::unique_ptr<EventFileWriter> writer_;  // created lazily: a start that fails first leaves no file
   int64_t offset_ = 0;  // bytes of metrics.jsonl already converted
   // (kind, step) already converted: the final posfreq/eval event repeats the
   // periodic one of the same step when steps is a multiple of the period.

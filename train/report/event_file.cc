@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -93,7 +95,13 @@ absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Open(const std
   std::unique_ptr<EventFileWriter> w(new EventFileWriter(path, f));
   tensorboard::Event first;
   first.set_file_version("brain.Event:2");
-  if (absl::Status st = w->Write(std::move(first)); !st.ok()) return st;
+  if (absl::Status st = w->Write(std::move(first)); !st.ok()) {
+    // A file without its file_version record is no event file: a run that
+    // fails here (a full disk) leaves none behind, however often it is retried.
+    w.reset();
+    std::remove(path.c_str());
+    return st;
+  }
   return w;
 }
 
@@ -107,7 +115,7 @@ absl::Status EventFileWriter::Write(tensorboard::Event event) {
   if (!event.SerializeToString(&data)) return absl::InternalError("tensorboard: cannot serialize an Event");
   const std::string rec = FrameTfRecord(data);
   if (std::fwrite(rec.data(), 1, rec.size(), f_) != rec.size() || std::fflush(f_) != 0)
-    return absl::UnavailableError(absl::StrCat("tensorboard: cannot write ", path_));
+    return absl::UnavailableError(absl::StrCat("tensorboard: cannot write ", path_, ": ", std::strerror(errno)));
   ++records_;
   return absl::OkStatus();
 }
