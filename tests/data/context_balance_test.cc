@@ -135,7 +135,7 @@ TEST(ContextBalanceTest, PackedNaturalRows) {
   // on these rows; the zig-zag (2 chunks per rank) does not.
   const std::vector<int32_t> full = {0};
   double zig_worst = 0;
-  for (int32_t T : {4096, 16384, 65536})
+  for (int32_t T : {4096, 8192, 16384, 32768, 65536})
     for (int32_t C : {2, 4, 8}) {
       const int rows = T >= 65536 ? 12 : 40;
       const double zig = WorstOverRows(T, C, rows, 11 + T + C, full, [&](const PackedBatch& b) {
