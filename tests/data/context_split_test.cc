@@ -236,6 +236,60 @@ TEST(ContextSplitTest, ArbitraryAssignmentsReassemble) {
   }
 }
 
+// Documents of given lengths with token ids that name their place, for the packer.
+class LengthsSource final : public DocumentSource {
+ public:
+  explicit LengthsSource(std::vector<int64_t> lengths) : lengths_(std::move(lengths)) {
+    for (int64_t l : lengths_) total_ += l;
+  }
+  int64_t n_docs() const override { return static_cast<int64_t>(lengths_.size()); }
+  int64_t n_tokens() const override { return total_; }
+  int64_t vocab_size() const override { return 1 << 20; }
+  int64_t doc_length(int64_t doc) const override { return lengths_[doc]; }
+  void ReadTokens(int64_t doc, int64_t start, int64_t count, int32_t* out) const override {
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>((doc * 7919 + start + i) % (1 << 20));
+  }
+  std::string source_name() const override { return "lengths"; }
+
+ private:
+  std::vector<int64_t> lengths_;
+  int64_t total_ = 0;
+};
+
+TEST(ContextSplitTest, ThePackersRowsReassemble) {
+  // Rows exactly as training packs them (document_mask on: segments and
+  // positions restart per document, EOS targets −1; off: one segment per row).
+  std::mt19937 rng(17);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 400; ++i) lengths.push_back(i % 9 == 0 ? 1 : 1 + static_cast<int64_t>(rng() % (i % 5 == 0 ? 700 : 60)));
+  LengthsSource source(lengths);
+  for (bool mask : {true, false})
+    for (int32_t C : {1, 2, 4, 8}) {
+      PackerOptions o;
+      o.seq_len = 256;
+      o.batch_size = 3;
+      o.document_mask = mask;
+      o.eval_fraction = 0;
+      absl::StatusOr<Packer> packer = Packer::Create(&source, o);
+      ASSERT_TRUE(packer.ok()) << packer.status();
+      absl::StatusOr<ContextAssignment> a = ZigZagAssignment(o.seq_len, C);
+      ASSERT_TRUE(a.ok());
+      for (int step = 0; step < 6; ++step) {
+        absl::StatusOr<PackedBatch> b = packer->Next();
+        ASSERT_TRUE(b.ok()) << b.status();
+        for (int32_t row = 0; row < o.batch_size; ++row) {
+          absl::StatusOr<std::vector<ContextShard>> shards = SplitRowForAllRanks(*b, row, *a);
+          ASSERT_TRUE(shards.ok()) << shards.status();
+          SCOPED_TRACE(testing::Message() << "mask " << mask << " C " << C << " step " << step << " row " << row);
+          ExpectReassemblesRow(*b, row, *a, *shards);
+          int64_t targets = 0;
+          for (const ContextShard& s : *shards) targets += s.num_target_tokens;
+          EXPECT_EQ(targets, SliceRows(*b, row, 1).num_target_tokens);
+        }
+      }
+    }
+}
+
 TEST(ContextSplitTest, PieceFlagsOfOneDocumentOverTheRow) {
   // One document over the whole row, C = 2: chunks 0,3 on rank 0; 1,2 on rank 1.
   std::mt19937 rng(5);
