@@ -122,6 +122,44 @@ absl::StatusOr<ContextShard> SplitRowForContext(const PackedBatch& batch, int32_
   return s;
 }
 
+std::vector<std::pair<int32_t, int32_t>> ContextKeysToReceive(const ContextShard& shard, int32_t window) {
+  // Wanted: before each local segment, its document's keys within reach.
+  std::vector<std::pair<int32_t, int32_t>> want;
+  for (size_t s = 0; s + 1 < shard.cu_seqlens.size(); ++s) {
+    if (shard.cu_seqlens[s] == shard.cu_seqlens[s + 1]) continue;
+    const int32_t first = shard.GlobalPosition(shard.cu_seqlens[s]);
+    const int32_t begin = window > 0 ? std::max(shard.segment_doc_begin[s], first - (window - 1))
+                                     : shard.segment_doc_begin[s];
+    if (begin < first) want.push_back({begin, first});
+  }
+  std::sort(want.begin(), want.end());
+  std::vector<std::pair<int32_t, int32_t>> merged;
+  for (const auto& iv : want) {
+    if (!merged.empty() && iv.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, iv.second);
+    else
+      merged.push_back(iv);
+  }
+  // Less the rank's own pieces (ascending, disjoint).
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (auto [a, b] : merged) {
+    for (const ContextPiece& p : shard.pieces) {
+      if (p.global_end() <= a || p.global_begin >= b) continue;
+      if (p.global_begin > a) out.push_back({a, p.global_begin});
+      a = std::max(a, p.global_end());
+      if (a >= b) break;
+    }
+    if (a < b) out.push_back({a, b});
+  }
+  return out;
+}
+
+int64_t ContextKeysToReceiveCount(const ContextShard& shard, int32_t window) {
+  int64_t n = 0;
+  for (const auto& [a, b] : ContextKeysToReceive(shard, window)) n += b - a;
+  return n;
+}
+
 absl::StatusOr<std::vector<ContextShard>> SplitRowForAllRanks(const PackedBatch& batch, int32_t row,
                                                               const ContextAssignment& assignment) {
   std::vector<ContextShard> out;

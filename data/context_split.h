@@ -18,6 +18,7 @@
 #define LONGCTX_DATA_CONTEXT_SPLIT_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -102,6 +103,16 @@ struct ContextShard {
 // inputs, targets, positions and cu_seqlens as SliceRows(batch, row, 1).
 absl::StatusOr<ContextShard> SplitRowForContext(const PackedBatch& batch, int32_t row,
                                                 const ContextAssignment& assignment, int32_t rank);
+// The keys this rank's queries may see that other ranks hold, as ascending
+// disjoint global ranges [begin, end) of the row: for each local segment, the
+// part of its document before the segment that lies within window − 1 tokens
+// of the segment's first query (window 0 = unlimited, a full layer), less the
+// rank's own tokens. What a halo exchange must bring (and a ring or
+// all-gather at least brings); its total times the bytes of a token's K and V
+// is the exchange's cost for this row.
+std::vector<std::pair<int32_t, int32_t>> ContextKeysToReceive(const ContextShard& shard, int32_t window);
+int64_t ContextKeysToReceiveCount(const ContextShard& shard, int32_t window);
+
 // Every rank's share of the row (index = rank).
 absl::StatusOr<std::vector<ContextShard>> SplitRowForAllRanks(const PackedBatch& batch, int32_t row,
                                                               const ContextAssignment& assignment);

@@ -16,6 +16,9 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace longctx {
 namespace {
 
@@ -159,6 +162,37 @@ TEST(ContextBalanceTest, PackedNaturalRows) {
       EXPECT_LE(bal8, zig) << "T " << T << " C " << C;
     }
   EXPECT_GT(zig_worst, 1.1) << "the zig-zag alone balances these rows: the balanced assignment is not needed";
+}
+
+TEST(ContextBalanceTest, HaloPriceOfTheBalancedAssignment) {
+  // More pieces mean more piece edges, so a sliding-window layer needs more
+  // keys from other ranks (document starts cut the halo on packed rows).
+  // Printed: the most any rank must receive per row, zig-zag beside the
+  // balanced assignment (8 chunks per rank). Asserted: never more than the
+  // other ranks' tokens, and the zig-zag's within 2 (w − 1).
+  std::mt19937_64 rng(5);
+  for (int32_t T : {8192, 32768, 65536})
+    for (int32_t C : {2, 4, 8}) {
+      PackedBatch b = NaturalRow(T, &rng);
+      absl::StatusOr<ContextAssignment> z = ZigZagAssignment(T, C), g = BalancedAssignment(b, 0, C, 8, {0});
+      ASSERT_TRUE(z.ok() && g.ok());
+      std::string line = absl::StrFormat("T %6d C %d  keys to receive (max over ranks), zig-zag / balanced:", T, C);
+      for (int32_t w : {1024, 4096, 0}) {
+        int64_t zmax = 0, gmax = 0;
+        for (int32_t r = 0; r < C; ++r) {
+          absl::StatusOr<ContextShard> zs = SplitRowForContext(b, 0, *z, r), gs = SplitRowForContext(b, 0, *g, r);
+          ASSERT_TRUE(zs.ok() && gs.ok());
+          zmax = std::max(zmax, ContextKeysToReceiveCount(*zs, w));
+          gmax = std::max(gmax, ContextKeysToReceiveCount(*gs, w));
+        }
+        EXPECT_LE(gmax, T - T / C);
+        if (w > 0) {
+          EXPECT_LE(zmax, 2 * (w - 1));
+        }
+        line += absl::StrFormat("  %s %d / %d", w == 0 ? "full" : absl::StrCat("w=", w), zmax, gmax);
+      }
+      std::printf("%s\n", line.c_str());
+    }
 }
 
 TEST(ContextBalanceTest, BalancedAssignmentOnOneCausalDocument) {

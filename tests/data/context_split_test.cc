@@ -290,6 +290,43 @@ TEST(ContextSplitTest, ThePackersRowsReassemble) {
     }
 }
 
+TEST(ContextSplitTest, KeysToReceiveEqualAPerQueryCount) {
+  // Per query: every key of its document within the window that another rank
+  // holds; the union over the rank's queries is what it must receive.
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int32_t C = 1 + trial % 4, chunk = 1 + static_cast<int32_t>(rng() % 20), T = 2 * C * chunk;
+    PackedBatch b = MakeBatch(1, T, RandomLengths(1, T, chunk, &rng), &rng);
+    absl::StatusOr<ContextAssignment> a = ZigZagAssignment(T, C);
+    ASSERT_TRUE(a.ok());
+    for (int32_t w : {0, 1, 2, 5, chunk, 3 * chunk + 1}) {
+      for (int32_t r = 0; r < C; ++r) {
+        absl::StatusOr<ContextShard> s = SplitRowForContext(b, 0, *a, r);
+        ASSERT_TRUE(s.ok());
+        std::set<int32_t> own, need;
+        for (int32_t i = 0; i < s->num_tokens(); ++i) own.insert(s->GlobalPosition(i));
+        for (size_t k = 0; k + 1 < s->cu_seqlens.size(); ++k)
+          for (int32_t i = s->cu_seqlens[k]; i < s->cu_seqlens[k + 1]; ++i) {
+            const int32_t g = s->GlobalPosition(i);
+            const int32_t lo = w > 0 ? std::max(s->segment_doc_begin[k], g - w + 1) : s->segment_doc_begin[k];
+            for (int32_t key = lo; key <= g; ++key)
+              if (!own.count(key)) need.insert(key);
+          }
+        std::set<int32_t> got;
+        int32_t last_end = -1;
+        for (const auto& [lo, hi] : ContextKeysToReceive(*s, w)) {
+          EXPECT_LT(last_end, lo) << "ranges ascending and disjoint, not touching";
+          EXPECT_LT(lo, hi);
+          last_end = hi;
+          for (int32_t key = lo; key < hi; ++key) got.insert(key);
+        }
+        EXPECT_EQ(got, need) << "C " << C << " T " << T << " w " << w << " rank " << r;
+        EXPECT_EQ(ContextKeysToReceiveCount(*s, w), static_cast<int64_t>(need.size()));
+      }
+    }
+  }
+}
+
 TEST(ContextSplitTest, PieceFlagsOfOneDocumentOverTheRow) {
   // One document over the whole row, C = 2: chunks 0,3 on rank 0; 1,2 on rank 1.
   std::mt19937 rng(5);

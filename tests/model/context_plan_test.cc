@@ -125,6 +125,24 @@ TEST(ContextPlanTest, ReceivedTokensEqualAnIndependentCount) {
           EXPECT_EQ(ZigZagReceivedTokens(T, C, r, w), CountReceived(T, C, r, w))
               << "T " << T << " C " << C << " rank " << r << " w " << w;
       }
+  // The split's own answer (data/context_split.h) agrees for one document.
+  for (int32_t C : {2, 4, 8})
+    for (int64_t w : {int64_t{0}, int64_t{3}, int64_t{70}})
+      for (int32_t r = 0; r < C; ++r) {
+        const int32_t T = 32 * C;
+        PackedBatch b;
+        b.batch_size = 1;
+        b.seq_len = T;
+        b.inputs.assign(T, 1);
+        b.targets.assign(T, 1);
+        for (int32_t i = 0; i < T; ++i) b.positions.push_back(i);
+        b.cu_seqlens = {0, T};
+        absl::StatusOr<ContextAssignment> a = ZigZagAssignment(T, C);
+        absl::StatusOr<ContextShard> s = SplitRowForContext(b, 0, *a, r);
+        ASSERT_TRUE(s.ok());
+        const int64_t want = w == 0 ? CountReceived(T, C, r, 0) : ZigZagReceivedTokens(T, C, r, w);
+        EXPECT_EQ(ContextKeysToReceiveCount(*s, static_cast<int32_t>(w)), want) << "C " << C << " w " << w;
+      }
   // Full layers: the ring / all-gather brings every other rank's tokens, which
   // rank 0 (its last chunk sees the whole row) does need; no rank needs more.
   for (int32_t C : {2, 4, 8}) {
