@@ -6,7 +6,9 @@
 #include "launch/communicator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,6 +53,37 @@ absl::Status Communicator::ReduceScatterShards(const void*, int64_t, const SumSh
   return absl::UnimplementedError(absl::StrFormat(
       "%s: ReduceScatterSum of %s elements is not implemented by the %s communicator", Where(), DTypeName(s.dtype),
       name()));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int, int) {
+  return absl::UnimplementedError(
+      absl::StrFormat("%s: Split (sub-groups) is not implemented by the %s communicator", Where(), name()));
+}
+
+absl::Status Communicator::SendRecv(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
+                                    int source, DType dtype) {
+  for (auto [peer, what] : {std::pair<int, const char*>{dest, "dest"}, {source, "source"}})
+    if (peer < 0 || peer >= world_size())
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: SendRecv: %s %d is not a rank of a world of %d", Where(), what, peer, world_size()));
+  if (absl::Status st = CheckCount(send_count, send, "SendRecv (send)"); !st.ok()) return st;
+  if (absl::Status st = CheckCount(recv_count, recv, "SendRecv (receive)"); !st.ok()) return st;
+  const int64_t esz = static_cast<int64_t>(DTypeSize(dtype));
+  if (send_count > 0 && recv_count > 0) {
+    const auto a = reinterpret_cast<uintptr_t>(send), b = reinterpret_cast<uintptr_t>(recv);
+    if (a < b + static_cast<uintptr_t>(recv_count * esz) && b < a + static_cast<uintptr_t>(send_count * esz))
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: SendRecv: the send and receive buffers overlap", Where()));
+  }
+  if (dest == rank() && source == rank() && send_count != recv_count)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: SendRecv to itself sends %d elements but receives %d", Where(), send_count, recv_count));
+  return SendRecvElements(send, send_count, dest, recv, recv_count, source, dtype, esz);
+}
+
+absl::Status Communicator::SendRecvElements(const void*, int64_t, int, void*, int64_t, int, DType, int64_t) {
+  return absl::UnimplementedError(
+      absl::StrFormat("%s: SendRecv is not implemented by the %s communicator", Where(), name()));
 }
 
 absl::StatusOr<bool> Communicator::AllAgree(bool local_ok) {

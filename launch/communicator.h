@@ -114,6 +114,30 @@ class Communicator {
   virtual absl::Status BroadcastBytes(void* data, int64_t nbytes, int root) = 0;
   virtual absl::Status Barrier() = 0;
 
+  // --- sub-groups ----------------------------------------------------------
+  // Context parallelism runs a world of dp × C ranks as groups: the C ranks
+  // of a row talk among themselves (ring, halo), the dp ranks of a position in
+  // their groups among themselves. Split is a collective of this communicator:
+  // every rank calls it, and the ranks passing the same color (>= 0) form a
+  // new communicator of the same transport and device, ranked by (key, rank
+  // here). It carries its own traffic (nothing it sends can match a message of
+  // this one) and may outlive this one. Local: another world of one. The
+  // default answers Unimplemented (a communicator without sub-groups).
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
+
+  // --- point-to-point ------------------------------------------------------
+  // One step of a ring or a halo exchange: sends send_count elements of dtype
+  // from `send` to rank dest and receives recv_count elements from rank source
+  // into `recv`, in one call that cannot deadlock when every rank of the
+  // pattern calls it together (what a sends to b, b receives from a, with the
+  // same count and dtype). dest and source may be this rank (a copy then).
+  // Counts may be 0 (that side moves nothing); buffers live on device() and
+  // must not overlap. Unlike the collectives, only the ranks of the pattern
+  // take part. Checks (ranks, counts, null, overlap) are shared, then the
+  // transport's SendRecvElements runs.
+  absl::Status SendRecv(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count, int source,
+                        DType dtype);
+
   // --- agreement -----------------------------------------------------------
   // True on every rank iff local_ok is true on every rank: all ranks take the
   // same decision (skip a step, stop, save) even when only one saw the reason.
@@ -140,6 +164,10 @@ class Communicator {
   // transport maps it to its own element type). The default answers
   // Unimplemented (a communicator that overrides ReduceScatterSum itself).
   virtual absl::Status ReduceScatterShards(const void* full, int64_t n, const SumShards& s, void* shard);
+  // The transport's SendRecv once the shared checks passed (esz = bytes of
+  // one element). The default answers Unimplemented.
+  virtual absl::Status SendRecvElements(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
+                                        int source, DType dtype, int64_t esz);
 };
 
 // World of one: every collective is the identity (reduce-scatter and

@@ -4,6 +4,7 @@
 // nobody to wait for.
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "launch/communicator.h"
 
 namespace longctx {
@@ -54,6 +55,20 @@ class LocalCommunicator final : public Communicator {
     return CheckCount(nbytes, data, "BroadcastBytes");
   }
   absl::Status Barrier() override { return absl::OkStatus(); }
+  // The one rank is its own group, whatever the color.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int) override {
+    if (color < 0)
+      return absl::InvalidArgumentError(absl::StrCat(Where(), ": Split: color ", color, " must be >= 0"));
+    return MakeLocalCommunicator();
+  }
+
+ protected:
+  // dest == source == 0 (the shared checks), equal counts: a copy.
+  absl::Status SendRecvElements(const void* send, int64_t send_count, int, void* recv, int64_t, int, DType,
+                                int64_t esz) override {
+    if (send_count > 0) std::memmove(recv, send, static_cast<size_t>(send_count * esz));
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

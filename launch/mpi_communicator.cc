@@ -67,6 +67,16 @@ bool Overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
   return pa < pb + static_cast<uintptr_t>(b_bytes) && pb < pa + static_cast<uintptr_t>(a_bytes);
 }
 
+// A communicator over `comm` (taken over: freed on error and by the
+// communicator): MPI_ERRORS_RETURN set, ranks asked of MPI, the node-local
+// sub-communicator split off. `who` prefixes errors before there is a Where().
+absl::StatusOr<std::unique_ptr<Communicator>> WrapComm(MPI_Comm comm, const MpiOptions& options,
+                                                       const std::string& who);
+
+// Point-to-point messages of SendRecv. Collectives match in a context of
+// their own in MPI, so one tag cannot be confused with them.
+constexpr int kSendRecvTag = 0x5e4d;
+
 class MpiCommunicator final : public Communicator {
  public:
   using Communicator::AllGather;
@@ -211,6 +221,47 @@ class MpiCommunicator final : public Communicator {
     return Check(MPI_Barrier(comm_), "MPI_Barrier");
   }
 
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    if (color < 0)
+      return absl::InvalidArgumentError(absl::StrFormat("%s: Split: color %d must be >= 0", Where(), color));
+    if (absl::Status st = CheckThread("Split"); !st.ok()) return st;
+    MPI_Comm sub = MPI_COMM_NULL;
+    if (absl::Status st = Check(MPI_Comm_split(comm_, color, key, &sub),
+                                absl::StrFormat("MPI_Comm_split(color %d, key %d)", color, key));
+        !st.ok())
+      return st;
+    MpiOptions options;
+    options.max_count = max_count_;
+    return WrapComm(sub, options, absl::StrFormat("%s: Split(color %d, key %d)", Where(), color, key));
+  }
+
+ protected:
+  // In chunks of at most max_count_ elements per side. A side sends (or
+  // receives) a message in chunk i only while its own count lasts, so both
+  // ends of every pair agree on the messages between them (what a sends to b,
+  // b receives with the same count); the other side of a step is
+  // MPI_PROC_NULL. A count of 0 moves no message at all.
+  absl::Status SendRecvElements(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
+                                int source, DType dtype, int64_t esz) override {
+    if (absl::Status st = CheckThread("SendRecv"); !st.ok()) return st;
+    const MPI_Datatype type = ElementType(dtype);
+    const char* send_bytes = static_cast<const char*>(send);
+    char* recv_bytes = static_cast<char*>(recv);
+    for (int64_t off = 0; off < std::max(send_count, recv_count); off += max_count_) {
+      const int sc = static_cast<int>(std::clamp<int64_t>(send_count - off, 0, max_count_));
+      const int rc = static_cast<int>(std::clamp<int64_t>(recv_count - off, 0, max_count_));
+      if (absl::Status st = Check(
+              MPI_Sendrecv(sc > 0 ? send_bytes + off * esz : nullptr, sc, type, sc > 0 ? dest : MPI_PROC_NULL,
+                           kSendRecvTag, rc > 0 ? recv_bytes + off * esz : nullptr, rc, type,
+                           rc > 0 ? source : MPI_PROC_NULL, kSendRecvTag, comm_, MPI_STATUS_IGNORE),
+              absl::StrFormat("MPI_Sendrecv(%d %s elements to rank %d, %d from rank %d, chunk at %d)", send_count,
+                              DTypeName(dtype), dest, recv_count, source, off));
+          !st.ok())
+        return st;
+    }
+    return absl::OkStatus();
+  }
+
  private:
   absl::Status Check(int rc, const std::string& what) const {
     if (rc == MPI_SUCCESS) return absl::OkStatus();
@@ -292,33 +343,41 @@ absl::Status EnsureMpiInitialized() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(const MpiOptions& options) {
-  if (absl::Status st = EnsureMpiInitialized(); !st.ok()) return st;
-  int world_rank = -1, world_size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+namespace {
+
+absl::StatusOr<std::unique_ptr<Communicator>> WrapComm(MPI_Comm comm, const MpiOptions& options,
+                                                       const std::string& who) {
   auto fail = [&](const char* what, int rc) {
-    return absl::InternalError(
-        absl::StrFormat("mpi rank %d/%d: %s failed: %s", world_rank, world_size, what, MpiErrorText(rc)));
-  };
-  MPI_Comm comm = MPI_COMM_NULL, local = MPI_COMM_NULL;
-  if (int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm); rc != MPI_SUCCESS) return fail("MPI_Comm_dup(MPI_COMM_WORLD)", rc);
-  if (int rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); rc != MPI_SUCCESS) {
     MPI_Comm_free(&comm);
+    return absl::InternalError(absl::StrFormat("%s: %s failed: %s", who, what, MpiErrorText(rc)));
+  };
+  if (int rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); rc != MPI_SUCCESS)
     return fail("MPI_Comm_set_errhandler(MPI_ERRORS_RETURN)", rc);
-  }
   int rank = 0, world = 0, local_rank = 0, local_world = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &world);
-  if (int rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local); rc != MPI_SUCCESS) {
-    MPI_Comm_free(&comm);
+  MPI_Comm local = MPI_COMM_NULL;
+  if (int rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local); rc != MPI_SUCCESS)
     return fail("MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", rc);
-  }
   MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
   MPI_Comm_rank(local, &local_rank);
   MPI_Comm_size(local, &local_world);
   return std::unique_ptr<Communicator>(
       std::make_unique<MpiCommunicator>(comm, local, rank, world, local_rank, local_world, options));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(const MpiOptions& options) {
+  if (absl::Status st = EnsureMpiInitialized(); !st.ok()) return st;
+  int world_rank = -1, world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  const std::string who = absl::StrFormat("mpi rank %d/%d", world_rank, world_size);
+  MPI_Comm comm = MPI_COMM_NULL;
+  if (int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm); rc != MPI_SUCCESS)
+    return absl::InternalError(absl::StrFormat("%s: MPI_Comm_dup(MPI_COMM_WORLD) failed: %s", who, MpiErrorText(rc)));
+  return WrapComm(comm, options, who);
 }
 
 }  // namespace longctx

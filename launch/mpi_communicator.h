@@ -8,7 +8,9 @@
 // Implementation choices: each communicator duplicates MPI_COMM_WORLD (its
 // traffic cannot match another library's) and sets MPI_ERRORS_RETURN on it, so
 // an MPI error becomes an absl::Status with MPI_Error_string's text instead of
-// killing the process without a word. MPI counts are int: collectives over more
+// killing the process without a word. Split makes an MPI_Comm_split
+// sub-communicator (its own context, the same options); SendRecv is
+// MPI_Sendrecv with one fixed tag. MPI counts are int: collectives over more
 // than max_count elements are split into chunks (reduce-scatter and all-gather
 // then fall back to one reduce / broadcast per shard owner). MPI is initialized
 // once per process with MPI_THREAD_FUNNELED (only the main thread calls MPI;

@@ -30,6 +30,15 @@ class NcclCommunicator final : public Communicator {
   using Communicator::ReduceScatterSum;
 
   NcclCommunicator(std::unique_ptr<Communicator> host, int gpu) : host_(std::move(host)), gpu_(gpu) {}
+  // A sub-group's: comm made by ncclCommSplit (taken over).
+  NcclCommunicator(std::unique_ptr<Communicator> host, int gpu, ncclComm_t comm)
+      : host_(std::move(host)), gpu_(gpu), comm_(comm) {}
+
+  // Second phase of a split communicator's construction: its own stream.
+  absl::Status InitStream() {
+    if (absl::Status st = Cuda(cudaSetDevice(gpu_), absl::StrFormat("cudaSetDevice(%d)", gpu_)); !st.ok()) return st;
+    return Cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
 
   // Second phase of construction (needs Where() for messages).
   absl::Status Init() {
@@ -142,6 +151,57 @@ class NcclCommunicator final : public Communicator {
   absl::Status Barrier() override {
     if (absl::Status st = Cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); !st.ok()) return st;
     return host_->Barrier();
+  }
+
+  // Host side first (every rank of this world calls both, in this order), so
+  // an MPI error is reported before NCCL is asked; the same color and key make
+  // the two sub-groups' ranks agree.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    if (color < 0)
+      return absl::InvalidArgumentError(absl::StrFormat("%s: Split: color %d must be >= 0", Where(), color));
+    absl::StatusOr<std::unique_ptr<Communicator>> host = host_->Split(color, key);
+    if (!host.ok()) return host.status();
+    ncclComm_t sub = nullptr;
+    if (absl::Status st = Nccl(ncclCommSplit(comm_, color, key, &sub, nullptr),
+                               absl::StrFormat("ncclCommSplit(color %d, key %d)", color, key));
+        !st.ok())
+      return st;
+    auto comm = std::make_unique<NcclCommunicator>(std::move(*host), gpu_, sub);
+    int nccl_rank = -1;
+    ncclCommUserRank(sub, &nccl_rank);
+    if (nccl_rank != comm->rank())
+      return absl::InternalError(absl::StrFormat("%s: Split: NCCL rank %d differs from the MPI sub-group's",
+                                                 comm->Where(), nccl_rank));
+    if (absl::Status st = comm->InitStream(); !st.ok()) return st;
+    return std::unique_ptr<Communicator>(std::move(comm));
+  }
+
+ protected:
+  absl::Status SendRecvElements(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
+                                int source, DType dtype, int64_t) override {
+    if (send_count > 0)
+      if (absl::Status st = CheckDevicePointer(send, "SendRecv"); !st.ok()) return st;
+    if (recv_count > 0)
+      if (absl::Status st = CheckDevicePointer(recv, "SendRecv"); !st.ok()) return st;
+    if (send_count == 0 && recv_count == 0) return absl::OkStatus();
+    const std::string what = absl::StrFormat("SendRecv(%d %s elements to rank %d, %d from rank %d)", send_count,
+                                             DTypeName(dtype), dest, recv_count, source);
+    ncclGroupStart();
+    if (send_count > 0) {
+      if (ncclResult_t r = ncclSend(send, static_cast<size_t>(send_count), NcclType(dtype), dest, comm_, stream_);
+          r != ncclSuccess) {
+        ncclGroupEnd();
+        return Nccl(r, what + ": ncclSend");
+      }
+    }
+    if (recv_count > 0) {
+      if (ncclResult_t r = ncclRecv(recv, static_cast<size_t>(recv_count), NcclType(dtype), source, comm_, stream_);
+          r != ncclSuccess) {
+        ncclGroupEnd();
+        return Nccl(r, what + ": ncclRecv");
+      }
+    }
+    return Run(ncclGroupEnd(), what);
   }
 
  private:

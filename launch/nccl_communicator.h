@@ -9,6 +9,9 @@
 // refuses two ranks on one device, so more local ranks than GPUs is an error).
 // Every collective runs on the communicator's own stream and is synchronized
 // before returning: the same blocking semantics as the MPI communicator.
+// Split splits both halves (MPI_Comm_split for the host side, ncclCommSplit
+// for the device side, same color and key, so their ranks agree); SendRecv is
+// ncclSend + ncclRecv in one NCCL group on device buffers.
 #ifndef LONGCTX_LAUNCH_NCCL_COMMUNICATOR_H_
 #define LONGCTX_LAUNCH_NCCL_COMMUNICATOR_H_
 

@@ -244,6 +244,8 @@ std::string Pct(double part, double whole) {
 
 }  // namespace
 
+std::string FormatPlanBytes(int64_t bytes) { return Bytes(bytes); }
+
 std::string FormatPlan(const Plan& plan) {
   const ModelDims& d = plan.dims;
   const ParamCounts& p = plan.params;

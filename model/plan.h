@@ -187,6 +187,8 @@ nlohmann::json RankMemoryToJson(const RankMemoryPlan& r);
 
 // Human-readable table (counts with thousands separators, bytes in GiB/MiB).
 std::string FormatPlan(const Plan& plan);
+// Bytes as the table prints them: "94.89 GiB", "1.50 MiB", "12 B".
+std::string FormatPlanBytes(int64_t bytes);
 nlohmann::json PlanToJson(const Plan& plan);
 
 }  // namespace longctx

@@ -97,6 +97,32 @@ TEST(LocalCommunicator, WorldOfOneAndIdentityCollectives) {
   EXPECT_FALSE(*no);
 }
 
+TEST(LocalCommunicator, SplitAndSendRecv) {
+  // A world of one is its own sub-group and its own ring neighbour.
+  std::unique_ptr<Communicator> c = MakeLocalCommunicator();
+  absl::StatusOr<std::unique_ptr<Communicator>> g = c->Split(3, 7);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->world_size(), 1);
+  EXPECT_EQ((*g)->rank(), 0);
+  EXPECT_EQ((*g)->name(), "local");
+  c.reset();  // the group outlives its parent
+  std::vector<float> out = {1, 2, 3}, in(3, 0);
+  ASSERT_TRUE((*g)->SendRecv(out.data(), 3, 0, in.data(), 3, 0, DType::kF32).ok());
+  EXPECT_EQ(in, out);
+  std::vector<uint16_t> b = {1, 2}, bi(2);
+  ASSERT_TRUE((*g)->SendRecv(b.data(), 2, 0, bi.data(), 2, 0, DType::kBF16).ok());
+  EXPECT_EQ(bi, b);
+  EXPECT_TRUE((*g)->SendRecv(nullptr, 0, 0, nullptr, 0, 0, DType::kF32).ok());
+  // Errors: another rank, unequal counts to itself, overlap, negative color.
+  absl::Status st = (*g)->SendRecv(out.data(), 3, 1, in.data(), 3, 0, DType::kF32);
+  EXPECT_TRUE(absl::IsInvalidArgument(st));
+  EXPECT_NE(st.message().find("local rank 0/1: SendRecv: dest 1 is not a rank of a world of 1"), std::string::npos)
+      << st;
+  EXPECT_TRUE(absl::IsInvalidArgument((*g)->SendRecv(out.data(), 3, 0, in.data(), 2, 0, DType::kF32)));
+  EXPECT_TRUE(absl::IsInvalidArgument((*g)->SendRecv(out.data(), 2, 0, out.data() + 1, 2, 0, DType::kF32)));
+  EXPECT_TRUE(absl::IsInvalidArgument((*g)->Split(-1, 0).status()));
+}
+
 TEST(LocalCommunicator, BadArgumentsNameTheRank) {
   std::unique_ptr<Communicator> c = MakeLocalCommunicator();
   float f = 0;

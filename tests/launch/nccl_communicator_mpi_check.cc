@@ -1,6 +1,7 @@
 // Why: the NCCL communicator must give the same answers as the MPI one on
 // device buffers (all-reduce, reduce-scatter and all-gather with even and
-// uneven shards, broadcast) — checked against values each rank computes from
+// uneven shards, broadcast, and the context-parallel groundwork: Split into
+// sub-groups, SendRecv around a ring) — checked against values each rank computes from
 // the rank-dependent fills. Runs under `mpirun -np N` from ctest; with no GPU
 // (or fewer GPUs than ranks on the node) every rank prints why and exits 77,
 // which ctest reports as skipped. A mismatch calls AbortJob (no hang).
@@ -9,7 +10,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -99,6 +102,46 @@ void Run(Communicator& c) {
   Ok(c.Barrier(), "Barrier");
 }
 
+// Split into halves (color rank / ceil(w/2)) and a ring of SendRecv on device
+// buffers in each: after step s a rank holds the block of the member s places
+// before it; then a sum within the half. With one rank: its own group and ring.
+void RunGroups(Communicator& c) {
+  const int r = c.rank(), w = c.world_size(), half = (w + 1) / 2, color = r / half;
+  absl::StatusOr<std::unique_ptr<Communicator>> g = c.Split(color, r);
+  if (!g.ok()) Fail("Split: " + g.status().ToString());
+  Communicator& grp = **g;
+  const int first = color * half, size = std::min(w, first + half) - first;
+  if (grp.world_size() != size || grp.rank() != r - first || grp.name() != "nccl")
+    Fail(absl::StrFormat("Split: group rank %d/%d, expected %d/%d", grp.rank(), grp.world_size(), r - first, size));
+  const int next = (grp.rank() + 1) % size, prev = (grp.rank() + size - 1) % size;
+  for (int64_t n : {int64_t{0}, int64_t{5}, (int64_t{1} << 18) + 1}) {
+    std::vector<float> host(n);
+    for (int64_t i = 0; i < n; ++i) host[i] = Fill(r, i);
+    DeviceFloats held(n), incoming(n);
+    held.Upload(host);
+    for (int step = 1; step <= std::max(1, size - 1); ++step) {
+      Ok(grp.SendRecv(held.p, n, next, incoming.p, n, prev, DType::kF32), "SendRecv ring");
+      std::swap(held.p, incoming.p);
+      const int from = first + (grp.rank() - (size > 1 ? step : 0) + 4 * size) % size;
+      std::vector<float> got = held.Download();
+      for (int64_t i = 0; i < n; ++i)
+        if (got[i] != Fill(from, i)) Fail(absl::StrFormat("SendRecv ring(%d), step %d: [%d] = %g", n, step, i, got[i]));
+    }
+  }
+  DeviceFloats x(3);
+  x.Upload({1.0f * r, 1.0f, 2.0f});
+  Ok(grp.AllReduceSum(Tensor(x.p, DType::kF32, {3}, Device::kCuda)), "AllReduceSum in a group");
+  std::vector<float> sum = x.Download();
+  float want = 0;
+  for (int k = first; k < first + size; ++k) want += static_cast<float>(k);
+  if (sum[0] != want || sum[1] != static_cast<float>(size)) Fail("AllReduceSum in a group");
+  std::vector<float> on_host(2, 1.0f), on_host_in(2);
+  absl::Status st = grp.SendRecv(on_host.data(), 2, next, on_host_in.data(), 2, prev, DType::kF32);
+  if (st.ok() || st.message().find("not CUDA device memory") == std::string::npos)
+    Fail("SendRecv of host buffers was not refused: " + st.ToString());
+  Ok(c.Barrier(), "Barrier after groups");
+}
+
 }  // namespace
 }  // namespace longctx
 
@@ -119,6 +162,7 @@ int main() {
   absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(Device::kCuda);
   if (!comm.ok()) AbortJob(comm.status());
   Run(**comm);
+  RunGroups(**comm);
   std::printf("nccl_communicator_mpi_check: %s: passed\n", (*comm)->Where().c_str());
   return 0;
 }

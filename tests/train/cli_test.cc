@@ -213,6 +213,29 @@ TEST(CliTest, SpacePlanOverrideEqualsEqualsForm) {
   EXPECT_NE(a.output, c.output);  // the override did something
 }
 
+TEST(CliTest, PlanContextParallel) {
+  // `plan --world N --cp C` (model/context_plan.h): C = 1 is the plan without
+  // --cp, byte for byte; C must divide the world and 2C the sequence length.
+  const std::string config = SourcePath("configs/tiny-test.textproto");
+  const std::string base = absl::StrCat(LongctxBinary(), " plan --config ", config, " --data.seq_len=64 --world 4");
+  const auto none = RunCommand(base), one = RunCommand(base + " --cp 1"), two = RunCommand(base + " --cp 2");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(none.output, one.output);
+  EXPECT_TRUE(Contains(two.output, "context parallel: C = 2 of world 4 (data-parallel 2)")) << two.output;
+  EXPECT_TRUE(Contains(two.output, "32 tokens per rank per row")) << two.output;
+  const auto json = RunCommand(base + " --cp 2 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_TRUE(Contains(json.output, "\"context_parallel\"")) << json.output;
+  auto r = RunCommand(base + " --cp 3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.output, "--cp 3 must divide --world 4")) << r.output;
+  r = RunCommand(absl::StrCat(LongctxBinary(), " plan --config ", config, " --data.seq_len=60 --world 4 --cp 4"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.output, "seq_len 60 is not divisible by 2 x cp = 8")) << r.output;
+}
+
 TEST(CliTest, BenchTakesItsOwnFlagsWithSpaces) {
   // docs/cli.md: `longctx bench --config configs/ref-b.textproto --steps 10 --warmup 2`. With a config
   // that does not exist the error must be about the file, not about a flag.

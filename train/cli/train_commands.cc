@@ -18,10 +18,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "base/command_status.h"
 #include "kernels/backend_registry.h"
 #include "launch/communicator.h"
 #include "model/config.h"
+#include "model/context_plan.h"
 #include "model/plan.h"
 #include "train/cli/checkpoint_commands.h"
 #include "train/cli/command_table.h"
@@ -90,12 +92,19 @@ void AddTrain(CommandTable& table) {
 // `longctx plan --config FILE [--section.field=value ...] [--json]`
 // world > 0 adds the per-rank memory of `mode` ("" = the config's mode) on
 // world ranks and, with rank_memory_gb > 0, whether it fits (model/plan.h).
+// cp > 1 splits every row over cp ranks of the world (context parallelism,
+// model/context_plan.h): per-rank activations, bytes per layer kind, fit.
 int RunPlanCommand(const std::string& config_path, const std::vector<std::string>& overrides, bool json,
-                   int world, const std::string& mode, double rank_memory_gb) {
+                   int world, const std::string& mode, double rank_memory_gb, int cp) {
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(config_path, overrides);
   if (!config.ok()) return FailCommand(config.status());
   absl::StatusOr<ModelDims> dims = ResolveModelConfig(config->model());
   if (!dims.ok()) return FailCommand(dims.status());
+  if (cp < 1) return FailCommand(absl::InvalidArgumentError(absl::StrCat("--cp ", cp, ": must be >= 1")));
+  if (cp > 1 && world == 0) world = cp;
+  if (world > 0 && world % cp != 0)
+    return FailCommand(absl::InvalidArgumentError(
+        absl::StrCat("--cp ", cp, " must divide --world ", world, " (world = data-parallel x context-parallel ranks)")));
   PlanOptions o;
   o.batch = config->data().batch_size();
   o.seq_len = config->data().seq_len();
@@ -109,7 +118,7 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
   // SFT (data.sft): the schedule's micro-batch with the largest activations (train/setup/sft_config.h).
   if (IsSftConfig(*config)) {
     int64_t best = -1;
-    for (const MicroBatchShape& m : TrainingMicroBatchShapes(*config, std::max(1, world))) {
+    for (const MicroBatchShape& m : TrainingMicroBatchShapes(*config, std::max(1, world / cp))) {
       const int64_t a = EstimateTrainingMemory(*dims, m.batch, m.seq_len, o.logits_chunk_tokens, o.recompute_every,
                                                    o.bf16_activations, o.bf16_products, o.bf16_operands)
                             .activations;
@@ -121,22 +130,32 @@ int RunPlanCommand(const std::string& config_path, const std::vector<std::string
   }
   Plan plan = MakePlan(*dims, o);
   std::optional<RankMemoryPlan> ranks;
+  std::optional<ContextParallelPlan> context;
   if (world > 0) {
     DataParallelMode m = config->mode() == ZERO1  ? DataParallelMode::kZero1
                          : config->mode() == FSDP ? DataParallelMode::kFsdp
                                                   : DataParallelMode::kDdp;
     if (!mode.empty() && !ParseParallelMode(mode, &m))
       return FailCommand(absl::InvalidArgumentError("--mode: '" + mode + "' is not ddp, zero1 or fsdp"));
-    ranks = PlanRankMemory(plan, m, world, config->fsdp_reshard_after_forward(),
-                           static_cast<int64_t>(rank_memory_gb * 1024.0 * 1024.0 * 1024.0), config->grad_sum_fp64());
+    const int64_t budget = static_cast<int64_t>(rank_memory_gb * 1024.0 * 1024.0 * 1024.0);
+    if (cp > 1) {
+      absl::StatusOr<ContextParallelPlan> c = PlanContextParallel(plan, cp, m, world, config->fsdp_reshard_after_forward(),
+                                                                  budget, config->grad_sum_fp64());
+      if (!c.ok()) return FailCommand(c.status());
+      context = std::move(*c);
+    } else {
+      ranks = PlanRankMemory(plan, m, world, config->fsdp_reshard_after_forward(), budget, config->grad_sum_fp64());
+    }
   }
   if (json) {
     nlohmann::json j = PlanToJson(plan);
     if (ranks) j["per_rank"] = RankMemoryToJson(*ranks);
+    if (context) j["context_parallel"] = ContextParallelPlanToJson(*context);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", FormatPlan(plan).c_str());
     if (ranks) std::printf("\n%s", FormatRankMemory(*ranks).c_str());
+    if (context) std::printf("\n%s", FormatContextParallelPlan(*context).c_str());
   }
   return 0;
 }
@@ -148,6 +167,7 @@ void AddPlan(CommandTable& table) {
     int world = 0;
     std::string mode;
     double rank_memory_gb = 0;
+    int cp = 1;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = table.Add(
@@ -155,7 +175,7 @@ void AddPlan(CommandTable& table) {
        .summary = "Parameter counts, FLOPs per token and training memory of a config, without allocating it",
        .config_overrides = true,
        .run = [a](const std::vector<std::string>& o) {
-         return RunPlanCommand(a->config, o, a->json, a->world, a->mode, a->rank_memory_gb);
+         return RunPlanCommand(a->config, o, a->json, a->world, a->mode, a->rank_memory_gb, a->cp);
        }});
   c->add_option("--config", a->config, "text-format TrainConfig (configs/*.textproto)");
   c->add_flag("--json", a->json, "print JSON instead of a table");
@@ -164,6 +184,10 @@ void AddPlan(CommandTable& table) {
   c->add_option("--mode", a->mode, "ddp, zero1 or fsdp (default: the config's mode)");
   c->add_option("--rank_memory_gb", a->rank_memory_gb, "memory per rank in GiB: say whether the plan fits")
       ->check(CLI::NonNegativeNumber);
+  c->add_option("--cp", a->cp,
+                "context-parallel ranks per row (divides --world; 2 x cp divides seq_len): per-rank activations and "
+                "bytes per layer kind (planned only: the trainer does not split rows yet)")
+      ->check(CLI::PositiveNumber);
 }
 
 }  // namespace
