@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "launch/communicator.h"
+#include "tests/support/abort_event.h"
 
 int main(int argc, char** argv) {
   using namespace longctx;
@@ -31,12 +32,7 @@ int main(int argc, char** argv) {
   if (c.rank() == c.world_size() - 1) {
     // Let the others block in the collective first.
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    // The moment the bound is measured from (expect_abort.sh): not process
-    // start, which on a loaded machine includes mpirun's start-up.
-    const auto now = std::chrono::system_clock::now().time_since_epoch();
-    std::fprintf(stderr, "abort_event_ms=%lld\n",
-                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
-    std::fflush(stderr);
+    ::longctx::test::PrintAbortEvent();  // the moment expect_abort.sh measures from
     AbortJob(absl::InternalError(absl::StrFormat("injected failure while peers wait in %s", in.substr(5))));
   }
   absl::Status st;

@@ -28,6 +28,7 @@
 #include "model/config.h"
 #include "model/transformer.h"
 #include "optim/lr_schedule.h"
+#include "tests/support/abort_event.h"
 #include "tests/support/test_util.h"
 #include "train/config_loader.h"
 #include "train/device_batch.h"
@@ -138,9 +139,11 @@ int Main(int argc, char** argv) {
     for (int i = rank; i < global_micro; i += world) {
       if (rank == fail_rank && step == fail_step) micro[i].inputs[3] = dims->vocab + 7;
       for (int32_t id : micro[i].inputs)
-        if (id < 0 || id >= dims->vocab)
+        if (id < 0 || id >= dims->vocab) {
+          ::longctx::test::PrintAbortEvent();  // the moment expect_abort.sh measures from
           AbortJob(absl::InvalidArgumentError(absl::StrFormat(
               "step %d: micro-batch %d has token id %d outside the vocabulary [0, %d)", step, i, id, dims->vocab)));
+        }
       (*strategy)->BeginMicroBatch();
       loss_sum += model.ForwardBackward(device_batch.Upload(micro[i]), 1.0 / static_cast<double>(target_tokens), true);
       (*strategy)->EndMicroBatch();
