@@ -13,11 +13,11 @@
 #                                             a crash is copied to tests/fuzz/regressions/TARGET/ (commit
 #                                             it with the fix) and fails the run
 # Options: --build-dir DIR (default build-fuzz), --seconds N (a time cap per target, default none).
-# TARGET: safetensors token_file shard_reader config_loader tokenizer hf_config.
+# TARGET: safetensors token_file shard_reader config_loader tokenizer hf_config sft_jsonl checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS=(safetensors token_file shard_reader config_loader tokenizer hf_config)
+TARGETS=(safetensors token_file shard_reader config_loader tokenizer hf_config sft_jsonl checkpoint)
 BUILD=build-fuzz CI=0 SECONDS_CAP=0 ARGS=()
 while (($#)); do
   case "$1" in
