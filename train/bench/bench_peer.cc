@@ -8,6 +8,7 @@
 // with the Debian package that provides it.
 #include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/install_layout.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "train/bench/bench.h"
@@ -44,6 +46,11 @@ std::string ThreadEnv(int threads) {
 }  // namespace
 
 std::string DefaultTorchReferenceScript() {
+  // An installed longctx carries the script in P/share/longctx/bench; a build
+  // tree's binary runs the one in its source tree.
+  const std::string installed = InstalledDataPath("bench/torch_reference.py");
+  std::error_code ec;
+  if (!installed.empty() && std::filesystem::is_regular_file(installed, ec)) return installed;
   return std::string(LONGCTX_BENCH_SOURCE_DIR) + "/bench/torch_reference.py";
 }
 

@@ -55,7 +55,7 @@ void AddBench(CommandTable& table) {
   f->Add(c, "peer_steps", "0", "the peer's timed steps (0 = --steps)");
   f->Add(c, "peer_warmup", "-1", "the peer's warm-up steps (-1 = --warmup)");
   f->Add(c, "python", "/usr/bin/python3", "the peer's Python interpreter");
-  f->Add(c, "peer_script", "", "the peer's script (default: bench/torch_reference.py in the source tree)");
+  f->Add(c, "peer_script", "", "the peer's script (default: bench/torch_reference.py, from share/longctx/bench of an installed longctx)");
   f->Add(c, "bf16_gemm", "auto", "bf16 matrix products: auto, sgemm or onednn");
   f->Add(c, "sgemm", "auto", "fp32 matrix products: auto, onednn or openblas");
   f->Add(c, "profile", "false", "true: time every backend op of the timed steps");

@@ -131,6 +131,10 @@ CLI::App* CommandTable::Add(CommandSpec spec) {
   return app;
 }
 
+void CommandTable::SetVersion(std::function<std::string()> text) {
+  root_->set_version_flag("--version", std::move(text), "Print the version, the git commit and the backends built in");
+}
+
 std::string CommandTable::CommandList() const {
   std::string out = "Commands:\n";
   for (const Entry& e : entries_)
@@ -225,7 +229,7 @@ int CommandTable::Main(int argc, const char* const* argv) {
   try {
     root_->parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return root_->exit(e);  // --help: the selected command's help on stdout
+    if (e.get_exit_code() == 0) return root_->exit(e);  // --help (the selected command's help) or --version, on stdout
     const CLI::App* app = SelectedApp(root_.get());
     return Fail(PathOf(app), absl::StrCat(e.what(), "; `longctx ", PathOf(app), app == root_.get() ? "" : " ",
                                           "--help` lists its flags"));

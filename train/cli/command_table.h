@@ -49,7 +49,11 @@ class CommandTable {
   // (they must outlive the table: keep them in a shared_ptr the run function captures).
   CLI::App* Add(CommandSpec spec);
 
-  // Parses argv, runs the command, returns the process exit status: 0 after `--help`;
+  // `longctx --version`: prints text() on stdout and exits 0 (main.cc passes
+  // cli/version_text.h's VersionText).
+  void SetVersion(std::function<std::string()> text);
+
+  // Parses argv, runs the command, returns the process exit status: 0 after `--help` or `--version`;
   // 1 for a usage error (message on stderr: "longctx CMD: error: ..."), no command, or a
   // group without its subcommand; 2 for an unknown command.
   int Main(int argc, const char* const* argv);

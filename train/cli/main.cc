@@ -3,6 +3,7 @@
 // `longctx --help` lists them.
 #include "train/cli/command_table.h"
 #include "train/cli/plot_commands.h"
+#include "train/cli/version_text.h"
 #include "train/preemption.h"
 
 int main(int argc, char** argv) {
@@ -10,6 +11,7 @@ int main(int argc, char** argv) {
   // into a compute thread (train/preemption.h says why).
   longctx::BlockPreemptionSignals();
   longctx::cli::CommandTable table;
+  table.SetVersion(longctx::cli::VersionText);
   longctx::cli::RegisterModelCommands(table);
   longctx::cli::RegisterBenchCommands(table);
   longctx::cli::RegisterDataCommands(table);
