@@ -233,7 +233,7 @@ TEST(CliTest, PlanContextParallel) {
   // `plan --world N --cp C` (model/context_plan.h): C = 1 is the plan without
   // --cp, byte for byte; C must divide the world and 2C the sequence length.
   const std::string config = SourcePath("configs/tiny-test.textproto");
-  const std::string base = absl::StrCat(LongctxBinary(), " plan --config ", config, " --data.seq_len=64 --world 4");
+  const std::string base = absl::StrCat(LongctxBinary(), " plan --config ", config, " --data.seq_len=64 --model.max_position_embeddings=64 --world 4");
   const auto none = RunCommand(base), one = RunCommand(base + " --cp 1"), two = RunCommand(base + " --cp 2");
   ASSERT_EQ(none.exit_code, 0) << none.output;
   ASSERT_EQ(one.exit_code, 0) << one.output;
@@ -247,7 +247,7 @@ TEST(CliTest, PlanContextParallel) {
   auto r = RunCommand(base + " --cp 3");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Contains(r.output, "--cp 3 must divide --world 4")) << r.output;
-  r = RunCommand(absl::StrCat(LongctxBinary(), " plan --config ", config, " --data.seq_len=60 --world 4 --cp 4"));
+  r = RunCommand(absl::StrCat(LongctxBinary(), " plan --config ", config, " --data.seq_len=60 --model.max_position_embeddings=64 --world 4 --cp 4"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Contains(r.output, "seq_len 60 is not divisible by 2 x cp = 8")) << r.output;
 }
