@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Why: the libFuzzer targets (tests/fuzz/*_fuzz.cc) need a clang build of the
-# readers with coverage and ASan, apart from the gcc build; this script makes
+# readers with coverage, ASan and UBSan, apart from the gcc build; this script makes
 # that build (only the fuzz targets) and runs them, so CI and a person run the
 # same thing.
 #
@@ -13,11 +13,11 @@
 #                                             a crash is copied to tests/fuzz/regressions/TARGET/ (commit
 #                                             it with the fix) and fails the run
 # Options: --build-dir DIR (default build-fuzz), --seconds N (a time cap per target, default none).
-# TARGET: safetensors token_file shard_reader config_loader tokenizer hf_config sft_jsonl checkpoint.
+# TARGET: safetensors token_file shard_reader config_loader tokenizer hf_config hf_import sft_jsonl checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS=(safetensors token_file shard_reader config_loader tokenizer hf_config sft_jsonl checkpoint)
+TARGETS=(safetensors token_file shard_reader config_loader tokenizer hf_config hf_import sft_jsonl checkpoint)
 BUILD=build-fuzz CI=0 SECONDS_CAP=0 ARGS=()
 while (($#)); do
   case "$1" in
@@ -46,16 +46,17 @@ rm -rf "$probe"
 LAUNCHER=()
 command -v ccache >/dev/null 2>&1 && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 if [ ! -f "$BUILD/build.ninja" ]; then
-  echo "fuzz: configuring $BUILD (clang, ASan, libFuzzer coverage)"
+  echo "fuzz: configuring $BUILD (clang, ASan + UBSan, libFuzzer coverage)"
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLONGCTX_CUDA=OFF -DLONGCTX_FUZZ=ON \
     -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_CXX_COMPILER="$CLANGXX" "${LAUNCHER[@]}" \
-    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address -fno-omit-frame-pointer" >"$BUILD.configure.log" 2>&1 ||
+    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >"$BUILD.configure.log" 2>&1 ||
     { echo "fuzz: error: cmake configure of $BUILD failed; see $BUILD.configure.log" >&2; tail -20 "$BUILD.configure.log" >&2; exit 1; }
 fi
 cmake --build "$BUILD" --target longctx_fuzz_all -- -j"${FUZZ_JOBS:-$(nproc)}" >"$BUILD.build.log" 2>&1 ||
   { echo "fuzz: error: building the fuzz targets in $BUILD failed; see $BUILD.build.log" >&2; tail -30 "$BUILD.build.log" >&2; exit 1; }
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0:malloc_limit_mb=4096}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
 if ((CI)); then
   for t in "${TARGETS[@]}"; do

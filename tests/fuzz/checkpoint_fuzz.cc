@@ -8,15 +8,13 @@
 // verified for structure and against its manifest (train/checkpoint/checkpoint.h).
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/manifest.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace fs = std::filesystem;
 
@@ -27,33 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::error_code ec;
   fs::remove_all(root, ec);
   fs::create_directories(dir);
-  const std::string in(reinterpret_cast<const char*>(data), size);
-  size_t at = 0;
-  for (int entries = 0; entries < 16 && at < in.size(); ++entries) {
-    const size_t nl = in.find('\n', at);
-    if (nl == std::string::npos) break;
-    const std::string name = in.substr(at, nl - at);
-    const size_t nl2 = in.find('\n', nl + 1);
-    if (nl2 == std::string::npos) break;
-    size_t len = 0;
-    bool number = nl2 > nl + 1 && nl2 - nl - 1 <= 7;
-    for (size_t i = nl + 1; number && i < nl2; ++i) {
-      if (in[i] < '0' || in[i] > '9') number = false;
-      len = len * 10 + static_cast<size_t>(in[i] - '0');
-    }
-    if (!number) break;
-    const size_t begin = nl2 + 1, n = std::min(len, in.size() - begin);
-    bool ok_name = !name.empty() && name.size() < 64 && name != "." && name != "..";
-    for (char c : name)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) ok_name = false;
-    if (ok_name) {
-      FILE* f = std::fopen((dir + "/" + name).c_str(), "wb");
-      if (f == nullptr) std::abort();  // the harness is broken
-      if (n > 0 && std::fwrite(in.data() + begin, 1, n, f) != n) std::abort();
-      std::fclose(f);
-    }
-    at = begin + n;
-  }
+  longctx::fuzz::UnpackArchive(data, size, dir);
   (void)longctx::VerifyCheckpointStructure(dir);
   (void)longctx::VerifyCheckpointFiles(dir);
   (void)longctx::LoadTrainerState(dir);

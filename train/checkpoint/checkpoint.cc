@@ -243,8 +243,4 @@ absl::Status ConsolidateCheckpoint(const std::string& dir, const std::string& ou
                        {{"kind", "full"}, {"buffer_sizes", buffer_sizes}}, digests);
 }
 
-absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir) {
-  return LoadSavedTrainConfig(dir + "/" + kTrainConfigFile);
-}
-
 }  // namespace longctx

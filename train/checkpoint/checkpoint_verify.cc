@@ -3,7 +3,9 @@
 // every loader do before trusting bytes, and it needs no model or backend. It
 // lives apart from checkpoint.cc (which loads into a Transformer) so that the
 // checkpoint-manifest fuzz target (tests/fuzz/checkpoint_fuzz.cc) can run it
-// on any bytes without linking the trainer. Declared in checkpoint.h.
+// on any bytes without linking the trainer; reading a step's trainer state and
+// saved config lives here for the same reason (the Hugging Face import fuzz
+// target reads them). Declared in checkpoint.h.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "train/checkpoint/checkpoint_reader.h"
 #include "train/checkpoint/manifest.h"
 #include "train/checkpoint/safetensors.h"
+#include "train/config_loader.h"
 
 namespace longctx {
 
@@ -194,6 +197,10 @@ absl::Status VerifyCheckpointFiles(const std::string& dir) {
   for (auto it = (*m)["files"].begin(); it != (*m)["files"].end(); ++it)
     if (absl::Status st = VerifyAgainstManifest(dir, *m, it.key()); !st.ok()) return st;
   return absl::OkStatus();
+}
+
+absl::StatusOr<TrainConfig> LoadCheckpointConfig(const std::string& dir) {
+  return LoadSavedTrainConfig(dir + "/" + kTrainConfigFile);
 }
 
 absl::StatusOr<nlohmann::json> LoadTrainerState(const std::string& dir) {
