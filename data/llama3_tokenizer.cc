@@ -130,6 +130,9 @@ absl::StatusOr<std::unique_ptr<Llama3Tokenizer>> Llama3Tokenizer::FromJson(const
     entries.reserve(vocab.size());
     std::string bytes;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      // An integer, not any number: get<int64_t>() of 1e300 is undefined behaviour and of 1.5 is 1.
+      if (!it.value().is_number_integer())
+        return Invalid(name, absl::StrCat("vocab id of \"", it.key(), "\" is ", it.value().dump(), ", not an integer"));
       const int64_t id = it.value().get<int64_t>();
       if (id < 0 || id >= (int64_t{1} << 24)) return Invalid(name, absl::StrCat("vocab id ", id, " out of range"));
       if (!ByteLevelToBytes(it.key(), &bytes))
@@ -140,6 +143,8 @@ absl::StatusOr<std::unique_ptr<Llama3Tokenizer>> Llama3Tokenizer::FromJson(const
     std::vector<std::pair<int32_t, std::string>> added;
     if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
       for (const json& a : j["added_tokens"]) {
+        if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer())
+          return Invalid(name, "added token without an integer id: " + a.dump());
         const int64_t id = a.at("id").get<int64_t>();
         const std::string content = a.at("content").get<std::string>();
         if (id < 0 || id >= (int64_t{1} << 24) || content.empty())

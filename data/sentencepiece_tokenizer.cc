@@ -99,7 +99,10 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
     }
     auto id_field = [&](const char* key, int32_t dflt) -> int32_t {
       if (!j.contains(key)) return dflt;
-      return j[key].get<int32_t>();
+      // A float or out-of-range value reads as -2, which the range check below rejects.
+      const json& v = j[key];
+      if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX) return -2;
+      return static_cast<int32_t>(v.get<int64_t>());
     };
     t->bos_ = id_field("bos_id", -1);
     t->eos_ = id_field("eos_id", -1);

@@ -128,7 +128,7 @@ absl::StatusOr<std::vector<std::string>> WriteHfTokenizerFiles(const std::string
     eos = "<|end_of_text|>";
     int bos_id = -1;
     for (const json& a : tok["added_tokens"])
-      if (a["content"] == bos) bos_id = a["id"].get<int>();
+      if (a["content"] == bos && a["id"].is_number_integer()) bos_id = a["id"].get<int>();
     if (bos_id < 0) return absl::DataLossError(absl::StrCat(*path, ": no added token ", bos));
     tok["post_processor"] = BosTemplate(bos, bos_id);
     cfg["chat_template"] = kLlama3Chat;
