@@ -190,7 +190,8 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
                     ev[kind]["share_ge_half"].get<double>());
   // Scalars only from those events: nothing extra.
   size_t expected_scalars = 6 * train.size() + eval.size() + 6 * posfreq.size();
-  for (const auto& ev : probe) expected_scalars += 1 + 2 * ev["lengths"].size();
+  // effective length and its low / high; per length pass rate, its interval, answer loss
+  for (const auto& ev : probe) expected_scalars += 3 + 4 * ev["lengths"].size();
   EXPECT_EQ(scalars.size(), expected_scalars);
 
   // Histograms and images against their sources.
