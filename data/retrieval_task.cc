@@ -170,7 +170,8 @@ int64_t NeedleFixedTokens(const NeedleFormat& format, int needles, const Tokeniz
 }
 
 absl::StatusOr<NeedleSample> BuildNeedleSample(const NeedleFormat& format, int needles, int64_t prompt_tokens,
-                                               const HaystackSource& haystack, uint64_t seed) {
+                                               const HaystackSource& haystack, uint64_t seed,
+                                               const std::vector<double>* depths) {
   if (needles < 1) return absl::InvalidArgumentError(absl::StrCat("needles: must be >= 1 (got ", needles, ")"));
   if (format.digits < 1 || format.digits > 18)
     return absl::InvalidArgumentError(absl::StrCat("needle digits: must be in [1, 18] (got ", format.digits, ")"));
@@ -190,6 +191,16 @@ absl::StatusOr<NeedleSample> BuildNeedleSample(const NeedleFormat& format, int n
   }
   const double w = 0.99 / needles;
   for (int j = 0; j < needles; ++j) s.depths.push_back(j * w + w * Uniform01(&rng));
+  if (depths != nullptr) {
+    if (static_cast<int>(depths->size()) != needles)
+      return absl::InvalidArgumentError(
+          absl::StrCat("needle depths: ", depths->size(), " given for ", needles, " needles"));
+    for (size_t j = 0; j < depths->size(); ++j)
+      if (!((*depths)[j] >= 0 && (*depths)[j] < 1) || (j > 0 && (*depths)[j] < (*depths)[j - 1]))
+        return absl::InvalidArgumentError(absl::StrCat("needle depths: depth ", j, " is ", (*depths)[j],
+                                                       "; depths must be ascending and in [0, 1)"));
+    s.depths = *depths;
+  }
 
   const std::vector<int32_t> prefix = format.prefix.empty() ? std::vector<int32_t>() : tok.Encode(format.prefix);
   std::vector<std::vector<int32_t>> needle_ids;

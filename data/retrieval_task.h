@@ -122,10 +122,15 @@ struct NeedleSample {
 int64_t NeedleFixedTokens(const NeedleFormat& format, int needles, const Tokenizer& tokenizer);
 
 // Builds a sample whose prompt has `prompt_tokens` tokens (see shortfall),
-// deterministically from seed. Errors: needles < 1, a budget smaller than the
-// fixed parts (FailedPrecondition saying how many tokens they take).
+// deterministically from seed. depths, when given, replaces the random
+// nominal depths (one per needle, ascending, in [0, 1)); the random ones are
+// still drawn, so numbers and haystack are those of the same seed without it
+// and only the needles' places differ. Errors: needles < 1, a budget smaller
+// than the fixed parts (FailedPrecondition saying how many tokens they take),
+// bad depths.
 absl::StatusOr<NeedleSample> BuildNeedleSample(const NeedleFormat& format, int needles, int64_t prompt_tokens,
-                                               const HaystackSource& haystack, uint64_t seed);
+                                               const HaystackSource& haystack, uint64_t seed,
+                                               const std::vector<double>* depths = nullptr);
 
 // The answer text for numbers in order: " N1, N2, ..., Nk.".
 std::string NeedleAnswerText(const std::vector<std::string>& numbers);

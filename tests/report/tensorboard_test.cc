@@ -166,8 +166,12 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
   for (const auto& ev : probe) {
     const int64_t s = ev["step"].get<int64_t>();
     expect_scalar("probe/effective_length", s, ev["effective_length"].get<double>());
+    expect_scalar("probe/effective_length_low", s, ev["effective_length_low"].get<double>());
+    expect_scalar("probe/effective_length_high", s, ev["effective_length_high"].get<double>());
     for (const auto& l : ev["lengths"]) {
       expect_scalar(absl::StrCat("probe/pass_rate/len_", l["length"].get<int>()), s, l["pass_rate"].get<double>());
+      expect_scalar(absl::StrCat("probe/pass_low/len_", l["length"].get<int>()), s, l["pass_low"].get<double>());
+      expect_scalar(absl::StrCat("probe/pass_high/len_", l["length"].get<int>()), s, l["pass_high"].get<double>());
       expect_scalar(absl::StrCat("probe/answer_loss/len_", l["length"].get<int>()), s, l["answer_loss"].get<double>());
     }
   }
@@ -186,7 +190,8 @@ TEST(TensorBoardRunTest, EventFileMatchesMetricsJsonl) {
                     ev[kind]["share_ge_half"].get<double>());
   // Scalars only from those events: nothing extra.
   size_t expected_scalars = 6 * train.size() + eval.size() + 6 * posfreq.size();
-  for (const auto& ev : probe) expected_scalars += 1 + 2 * ev["lengths"].size();
+  // effective length and its low / high; per length pass rate, its interval, answer loss
+  for (const auto& ev : probe) expected_scalars += 3 + 4 * ev["lengths"].size();
   EXPECT_EQ(scalars.size(), expected_scalars);
 
   // Histograms and images against their sources.

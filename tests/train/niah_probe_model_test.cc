@@ -144,6 +144,62 @@ TEST_F(NiahProbeModelTest, AnswerLossesUseStringWhenTheEngineDoes) {
   EXPECT_GT(moved, 1e-3);
 }
 
+// The teacher-forced score against greedy decoding, by two code paths: a
+// decode loop here (prefill, then one Decode per token, each step's log-softmax
+// in double) and TeacherForced's single prefill of prompt + answer. Fed the
+// decoded tokens as the answer, every teacher-forced argmax must be the decoded
+// token and every log-prob the decode step's; and on an arbitrary answer the
+// log-probs must equal −(the training forward's answer losses).
+TEST_F(NiahProbeModelTest, TeacherForcedScoresAgreeWithGreedyDecoding) {
+  absl::StatusOr<std::unique_ptr<TransformerProbeModel>> pm = TransformerProbeModel::Create(model_.get());
+  ASSERT_TRUE(pm.ok()) << pm.status();
+  absl::StatusOr<std::unique_ptr<InferenceEngine>> engine = InferenceEngine::Create(model_.get(), {});
+  ASSERT_TRUE(engine.ok());
+  const int64_t V = 37;
+  std::vector<int32_t> decoded;
+  std::vector<double> decode_logprob;
+  absl::StatusOr<std::vector<float>> logits = (*engine)->Prefill(prompt_);
+  for (int step = 0; step < 12 && logits.ok(); ++step) {
+    const int32_t best = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    decoded.push_back(best);
+    decode_logprob.push_back(-Nll(logits->data(), V, best));
+    logits = (*engine)->Decode(best);
+  }
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  absl::StatusOr<ProbeModel::TeacherForcedTokens> tf = (*pm)->TeacherForced(prompt_, decoded);
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  ASSERT_EQ(tf->argmax.size(), decoded.size());
+  ASSERT_EQ(tf->logprob.size(), decoded.size());
+  double sum_tf = 0, sum_decode = 0, worst = 0;
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    EXPECT_EQ(tf->argmax[i], decoded[i]) << "token " << i;
+    worst = std::max(worst, std::fabs(tf->logprob[i] - decode_logprob[i]));
+    sum_tf += tf->logprob[i];
+    sum_decode += decode_logprob[i];
+  }
+  std::printf("greedy decode: %zu tokens, log-prob %.6f; teacher-forced %.6f; worst token gap %.3g\n", decoded.size(),
+              sum_decode, sum_tf, worst);
+  EXPECT_LT(sum_decode, -0.5);  // the model is not sure of its own output: the log-probs carry information
+  EXPECT_NEAR(sum_tf, sum_decode, 1e-4);
+  // An answer the model would not produce: log-probs = −(training forward losses).
+  absl::StatusOr<ProbeModel::TeacherForcedTokens> other = (*pm)->TeacherForced(prompt_, answer_);
+  absl::StatusOr<std::vector<double>> losses = (*pm)->AnswerTokenLosses(prompt_, answer_);
+  ASSERT_TRUE(other.ok() && losses.ok());
+  int not_argmax = 0;
+  for (size_t i = 0; i < answer_.size(); ++i) {
+    EXPECT_NEAR(other->logprob[i], -(*losses)[i], 2e-4) << i;
+    not_argmax += other->argmax[i] != answer_[i];
+  }
+  EXPECT_GT(not_argmax, 0);
+  // A one-token answer is the prompt's last row only; errors are statuses.
+  absl::StatusOr<ProbeModel::TeacherForcedTokens> one = (*pm)->TeacherForced(prompt_, {decoded[0]});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->argmax[0], decoded[0]);
+  EXPECT_NEAR(one->logprob[0], decode_logprob[0], 1e-5);
+  EXPECT_FALSE((*pm)->TeacherForced(prompt_, {}).ok());
+  EXPECT_FALSE((*pm)->TeacherForced(prompt_, {99}).ok());
+}
+
 TEST_F(NiahProbeModelTest, GreedyIsTheArgmaxChainAndStopsAtTheStopId) {
   absl::StatusOr<std::unique_ptr<TransformerProbeModel>> pm = TransformerProbeModel::Create(model_.get());
   ASSERT_TRUE(pm.ok()) << pm.status();

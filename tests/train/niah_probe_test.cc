@@ -10,7 +10,9 @@
 #include "gtest/gtest.h"
 #include "tests/support/memory_documents.h"
 #include "tests/support/test_util.h"
+#include "train/probe/binomial_interval.h"
 #include "train/probe/niah_probe_report.h"
+#include "train/probe/teacher_forced_recall.h"
 
 namespace longctx {
 namespace {
@@ -46,7 +48,27 @@ class ScriptedModel : public ProbeModel {
     return out;
   }
 
-  int greedy_calls = 0;
+  // Digits of needle j (its run of digit tokens) get log-prob −0.25 and are
+  // the argmax when it is known, −2 and a wrong argmax ('0' for '1'-'9',
+  // '1' for '0') otherwise; other tokens −100 (not digits: never averaged).
+  absl::StatusOr<TeacherForcedTokens> TeacherForced(const std::vector<int32_t>& prompt,
+                                                    const std::vector<int32_t>& answer) override {
+    ++tf_calls;
+    TeacherForcedTokens out;
+    int run = -1;
+    bool in_digits = false;
+    for (int32_t id : answer) {
+      const bool digit = id >= '0' && id <= '9';
+      if (digit && !in_digits) ++run;
+      in_digits = digit;
+      const bool known = digit && knows_(static_cast<int64_t>(prompt.size()), run);
+      out.logprob.push_back(!digit ? -100.0 : known ? -0.25 : -2.0);
+      out.argmax.push_back(!digit || known ? id : (id == '0' ? '1' : '0'));
+    }
+    return out;
+  }
+
+  int greedy_calls = 0, tf_calls = 0;
 
  private:
   std::vector<std::string> Needles(const std::vector<int32_t>& prompt) const {
@@ -155,6 +177,52 @@ TEST_F(NiahProbeTest, EffectiveLengthIsTheLastPassingLengthBeforeTheFirstFailure
   EXPECT_EQ(r.first_failing_length, -1);
 }
 
+// The main job's failure mode: 3 of 8 at the shortest length reads as
+// effective length 0 — the intervals must show that the 0 is not settled.
+TEST_F(NiahProbeTest, IntervalsBoundTheEffectiveLengthAndMarkUncertainLengths) {
+  ProbeResult r;
+  r.settings.threshold = 0.5;
+  r.settings.trials = 8;
+  for (int i = 0; i < 5; ++i) {
+    ProbeLengthResult l;
+    l.length = 128 * (i + 1);
+    l.tested = true;
+    l.trials = 8;
+    l.passed = std::vector<int>{3, 8, 8, 5, 0}[i];
+    l.pass_rate = l.passed / 8.0;
+    absl::StatusOr<BinomialInterval> ci = WilsonInterval(l.passed, l.trials);
+    ASSERT_TRUE(ci.ok());
+    l.pass_low = ci->low;
+    l.pass_high = ci->high;
+    r.lengths.push_back(l);
+  }
+  ComputeEffectiveLength(&r);
+  EXPECT_EQ(r.effective_length, 0);
+  EXPECT_EQ(r.first_failing_length, 128);
+  EXPECT_EQ(r.effective_length_low, 0);     // 3/8: low 0.137 < 0.5
+  EXPECT_EQ(r.effective_length_high, 512);  // highs 0.694 1 1 0.85 0.32: 640 fails
+  // 3/8 [0.137, 0.694] and 5/8 [0.306, 0.863] straddle 0.5; 8/8 [0.676, 1] and 0/8 [0, 0.324] do not.
+  EXPECT_EQ(r.uncertain_lengths, (std::vector<int64_t>{128, 512}));
+  const std::string line = ProbeSummaryLine(r);
+  EXPECT_NE(line.find("eff len 0 (95% 0..512, uncertain 128 512) | pass 0.38? 1.00 1.00 0.62? 0.00 |"),
+            std::string::npos)
+      << line;
+  nlohmann::json j = ProbeResultToJson(r), ev = ProbeMetricsEvent(r, 7);
+  for (const nlohmann::json* o : {&j, &ev}) {
+    EXPECT_EQ((*o)["interval"], "wilson95");
+    EXPECT_EQ((*o)["effective_length_low"], 0);
+    EXPECT_EQ((*o)["effective_length_high"], 512);
+    EXPECT_EQ((*o)["uncertain_lengths"], nlohmann::json({128, 512}));
+    EXPECT_NEAR((*o)["lengths"][0]["pass_low"].get<double>(), 0.137, 5e-4);
+    EXPECT_NEAR((*o)["lengths"][0]["pass_high"].get<double>(), 0.694, 5e-4);
+  }
+  // Not decoded: no interval fields at all.
+  r.settings.decode = false;
+  ComputeEffectiveLength(&r);
+  EXPECT_FALSE(ProbeMetricsEvent(r, 7).contains("effective_length_low"));
+  EXPECT_TRUE(r.uncertain_lengths.empty());
+}
+
 TEST_F(NiahProbeTest, SweepFindsTheScriptedModelsLimit) {
   // Retrieves everything in prompts up to 700 tokens, nothing beyond.
   ScriptedModel model(&tok_, [](int64_t len, int) { return len <= 700; });
@@ -171,11 +239,17 @@ TEST_F(NiahProbeTest, SweepFindsTheScriptedModelsLimit) {
   EXPECT_EQ(r->effective_length, 640);
   EXPECT_EQ(r->first_failing_length, 768);
   EXPECT_EQ(r->trials_run, 6 * 6);
+  // 6/6: low 0.754 >= 0.5; 0/6: high 0.391 < 0.5, so the bounds agree and nothing is uncertain.
+  EXPECT_EQ(r->effective_length_low, 640);
+  EXPECT_EQ(r->effective_length_high, 640);
+  EXPECT_TRUE(r->uncertain_lengths.empty());
   EXPECT_EQ(model.greedy_calls, 6 * 6);
   for (const ProbeLengthResult& l : r->lengths) {
     if (!l.tested) continue;
     const bool ok = l.length <= 700;
     EXPECT_EQ(l.pass_rate, ok ? 1.0 : 0.0) << l.length;
+    EXPECT_NEAR(l.pass_low, ok ? 6.0 / (6 + kZ95 * kZ95) : 0.0, 1e-12) << l.length;  // Wilson at 6/6 and 0/6
+    EXPECT_NEAR(l.pass_high, ok ? 1.0 : kZ95 * kZ95 / (6 + kZ95 * kZ95), 1e-12) << l.length;
     EXPECT_EQ(l.needle_accuracy, ok ? 1.0 : 0.0);
     EXPECT_DOUBLE_EQ(l.answer_loss, ok ? 0.25 : 2.0);
     // Exact unless the haystack budget is tiny (384 − 367 fixed tokens = 17).
@@ -259,6 +333,109 @@ TEST_F(NiahProbeTest, AnswerLossOnlyRunsNoDecoding) {
   ::longctx::testing::TempDir tmp;
   EXPECT_FALSE(WriteProbeHeatmap(*r, "t", tmp / "x.png").ok());
   EXPECT_NE(ProbeSummaryLine(*r).find("no decoding"), std::string::npos);
+}
+
+TEST_F(NiahProbeTest, TeacherForcedRecallScoresTheLengthByDepthGrid) {
+  // Knows every needle up to 640 tokens, beyond only the first (shallowest).
+  ScriptedModel model(&tok_, [](int64_t len, int j) { return len <= 640 || j == 0; });
+  ProbeSettings s = Settings();
+  s.min_len = 320;  // 1 paper needle fits (256 fixed tokens), 4 do not (367)
+  s.len_step = 64;
+  s.max_len = 768;
+  s.decode = false;
+  s.teacher_forced = true;
+  s.tf_needles = {1, 4};
+  s.tf_trials = 2;
+  absl::StatusOr<ProbeResult> r = RunProbe(s, haystack_, model);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(model.tf_calls, 0);  // RunProbe leaves the recall to AddTeacherForcedRecall
+  ASSERT_TRUE(AddTeacherForcedRecall(haystack_, model, &*r).ok());
+  EXPECT_EQ(model.greedy_calls, 0);
+  EXPECT_EQ(model.tf_calls, (8 + 7) * 10 * 2);  // 1 needle at 8 lengths, 4 at 7; 10 depth cells x 2 repeats
+  ASSERT_EQ(r->recall.size(), 2u);
+  const RecallCurve &one = r->recall[0], &four = r->recall[1];
+  EXPECT_EQ(one.needles, 1);
+  EXPECT_EQ(four.needles, 4);
+  ASSERT_EQ(one.lengths.size(), 8u);
+  ASSERT_EQ(four.lengths.size(), 8u);
+  EXPECT_FALSE(four.lengths[0].tested);
+  for (size_t i = 0; i < one.lengths.size(); ++i) {
+    const RecallLengthResult &a = one.lengths[i], &b = four.lengths[i];
+    ASSERT_TRUE(a.tested);
+    EXPECT_EQ(a.trials, 20);
+    EXPECT_DOUBLE_EQ(a.logprob, -0.25) << a.length;
+    EXPECT_EQ(a.argmax_exact, 1.0);
+    // One needle: each depth cell is its own bin, tf_trials needles in each.
+    for (int bin = 0; bin < 10; ++bin) EXPECT_EQ(a.bin_needles[bin], 2) << a.length << " bin " << bin;
+    if (!b.tested) continue;
+    int needles = 0;
+    for (int bin = 0; bin < 10; ++bin) needles += b.bin_needles[bin];
+    EXPECT_EQ(needles, 4 * 20);
+    if (b.length <= 640) {
+      EXPECT_DOUBLE_EQ(b.logprob, -0.25) << b.length;
+      EXPECT_EQ(b.argmax_exact, 1.0);
+    } else {
+      // 6 digits at −0.25 and 18 at −2 per trial; no trial exact.
+      EXPECT_DOUBLE_EQ(b.logprob, (6 * -0.25 + 18 * -2.0) / 24) << b.length;
+      EXPECT_EQ(b.argmax_exact, 0.0);
+      // The first needle lies in [0, 0.2475): bins 0 and 1 hold only it; bins 3.. only the others.
+      for (int bin : {0, 1}) EXPECT_DOUBLE_EQ(b.bin_logprob[bin] / b.bin_needles[bin], -0.25) << bin;
+      for (int bin = 3; bin < 10; ++bin) EXPECT_DOUBLE_EQ(b.bin_logprob[bin] / b.bin_needles[bin], -2.0) << bin;
+    }
+  }
+  nlohmann::json j = ProbeResultToJson(*r), ev = ProbeMetricsEvent(*r, 9);
+  ASSERT_EQ(j["teacher_forced"].size(), 2u);
+  EXPECT_EQ(j["teacher_forced"][1]["needles"], 4);
+  EXPECT_EQ(j["teacher_forced"][1]["lengths"][0]["tested"], false);
+  EXPECT_EQ(j["teacher_forced"][1]["lengths"][7]["depth_logprob"][9], -2.0);
+  EXPECT_EQ(j["teacher_forced"][0]["lengths"][0]["depth_logprob"].size(), 10u);
+  EXPECT_EQ(ev["teacher_forced"][1]["lengths"].size(), 7u);  // tested lengths only
+  EXPECT_EQ(ev["teacher_forced"][1]["lengths"][0]["length"], 384);
+  EXPECT_EQ(ev["teacher_forced"][0]["lengths"][7]["argmax_exact"], 1.0);
+  EXPECT_FALSE(ev["teacher_forced"][0]["lengths"][0].contains("depth_logprob"));
+  const std::string line = ProbeSummaryLine(*r);
+  EXPECT_NE(line.find("tf logprob k=1 -0.25 -0.25"), std::string::npos) << line;
+  EXPECT_NE(line.find(", k=4 -- -0.25"), std::string::npos) << line;
+  EXPECT_NE(line.find(" -1.56 -1.56 ("), std::string::npos) << line;
+}
+
+TEST_F(NiahProbeTest, RecallCellsMoveOnlyTheNeedles) {
+  ProbeSettings s = Settings();
+  absl::StatusOr<NeedleSample> shallow = MakeRecallTrial(s, haystack_, 768, 4, 0, 1);
+  absl::StatusOr<NeedleSample> deep = MakeRecallTrial(s, haystack_, 768, 4, 9, 1);
+  absl::StatusOr<NeedleSample> other = MakeRecallTrial(s, haystack_, 768, 4, 0, 2);
+  ASSERT_TRUE(shallow.ok() && deep.ok() && other.ok()) << shallow.status();
+  EXPECT_EQ(shallow->numbers, deep->numbers);
+  EXPECT_NE(shallow->numbers, other->numbers);
+  EXPECT_EQ(shallow->depths, RecallCellDepths(4, 0, 10));
+  EXPECT_EQ(deep->depths, RecallCellDepths(4, 9, 10));
+  EXPECT_EQ(shallow->prompt.size(), 768u);
+  EXPECT_EQ(deep->prompt.size(), 768u);
+  for (int j = 0; j < 4; ++j) EXPECT_LT(shallow->needle_offsets[j], deep->needle_offsets[j]) << j;
+  EXPECT_NEAR(RecallCellDepths(1, 0, 10)[0], 0.0495, 1e-12);
+  EXPECT_NEAR(RecallCellDepths(4, 9, 10)[3], (3 + 0.95) * 0.2475, 1e-12);
+  // Depths given to the builder must fit the needles.
+  const std::vector<double> bad = {0.5, 0.2};
+  absl::StatusOr<NeedleSample> b = BuildNeedleSample(s.format, 2, 768, haystack_, 1, &bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("needle depths"), std::string::npos) << b.status();
+}
+
+TEST_F(NiahProbeTest, DigitRunsAndNeedleCountsParse) {
+  const std::vector<int32_t> answer = tok_.Encode(" 123456, 654321.");
+  EXPECT_EQ(DigitRuns(answer, tok_), (std::vector<std::pair<int, int>>{{1, 7}, {9, 15}}));
+  absl::StatusOr<std::vector<int>> k = ParseNeedleCounts("1, 4", "probe_tf_needles");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(*k, (std::vector<int>{1, 4}));
+  for (const char* bad : {"", "1,,4", "0", "x", "65"}) {
+    absl::StatusOr<std::vector<int>> e = ParseNeedleCounts(bad, "probe_tf_needles");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.status().message().find("probe_tf_needles"), std::string::npos) << e.status();
+  }
+  ProbeSettings s = Settings();
+  s.teacher_forced = true;
+  s.tf_trials = 0;
+  EXPECT_NE(ValidateProbeSettings(s, "probe_").message().find("probe_tf_trials"), std::string::npos);
 }
 
 TEST_F(NiahProbeTest, BadSettingsNameTheField) {

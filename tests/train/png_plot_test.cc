@@ -325,6 +325,39 @@ TEST(PngPlotTest, LogAxisUsesEnclosingDecadesAndSkipsNonPositive) {
   EXPECT_FALSE(bad.Render().ok());
 }
 
+TEST(PngPlotTest, ErrorBarsSpanTheirIntervalInTheSeriesColour) {
+  LinePlotOptions o;
+  o.width = 500;
+  o.height = 400;
+  o.y_min = 0;
+  o.y_max = 1;
+  o.x_min = 0;
+  o.x_max = 4;
+  LinePlot plot(o);
+  plot.AddSeries(PlotSeries{.name = "s", .x = {1, 2, 3}, .y = {0.5, 0.5, 0.5},
+                            .y_low = {0.1, NAN, 0.4}, .y_high = {0.9, 0.7, 0.6}});
+  absl::StatusOr<RenderedPlot> r = plot.Render();
+  ASSERT_TRUE(r.ok()) << r.status();
+  const PlotFrame& f = r->frame;
+  const Rgb c = PaletteColor(0);
+  // Inside the first point's bar (x = 1, from 0.1 to 0.9) and at its caps; none past them.
+  EXPECT_TRUE(NearColor(r->canvas, Round(f.PixelX(1)), Round(f.PixelY(0.2)), c, 1));
+  // (a 1-pixel cap between pixel rows is anti-aliased: ink, not the exact colour)
+  const int cx = Round(f.PixelX(1)), cy = Round(f.PixelY(0.9));
+  EXPECT_TRUE(AnyInk(r->canvas, cx + 2, cy - 1, cx + 5, cy + 2));
+  EXPECT_FALSE(AnyInk(r->canvas, cx + 6, cy - 1, cx + 9, cy + 2));
+  EXPECT_FALSE(NearColor(r->canvas, Round(f.PixelX(1)), Round(f.PixelY(0.05)), c, 1, 60));
+  // The second has a non-finite end: no bar at all.
+  EXPECT_FALSE(NearColor(r->canvas, Round(f.PixelX(2)), Round(f.PixelY(0.65)), c, 1, 60));
+  EXPECT_TRUE(NearColor(r->canvas, Round(f.PixelX(3)), Round(f.PixelY(0.42)), c, 1));
+  // One y_low / y_high per point, or none.
+  LinePlot bad(o);
+  bad.AddSeries(PlotSeries{.name = "b", .x = {0, 1}, .y = {0.5, 0.5}, .y_low = {0.1}, .y_high = {0.9, 0.9}});
+  absl::StatusOr<RenderedPlot> e = bad.Render();
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(std::string(e.status().message()).find("error bars"), std::string::npos) << e.status();
+}
+
 TEST(PngPlotTest, RenderErrors) {
   EXPECT_FALSE(LinePlot().Render().ok());  // no series
   LinePlot mismatched;

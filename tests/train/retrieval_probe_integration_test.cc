@@ -150,6 +150,8 @@ TEST_F(RetrievalProbeIntegrationTest, BadRetrievalAndProbeSettingsNameTheField) 
       {"--probe_every=2 --probe_trials=0", "probe_trials"},
       {"--probe_every=2 --probe_format=pg", "probe_format"},
       {"--probe_every=2 --probe_threads=-1", "probe_threads"},
+      {"--probe_every=2 --probe_teacher_forced=true --probe_tf_needles=1,x", "probe_tf_needles"},
+      {"--probe_every=2 --probe_teacher_forced=true --probe_tf_trials=0", "probe_tf_trials"},
       {"--probe_every=2 --probe_max_len=100", "probe_max_len"},  // < probe_min_len 128
       {"--probe_every=2 --probe_max_len=200 --probe_needles=4", "probe_max_len"},  // 4 paper needles: 367
   };

@@ -37,6 +37,7 @@
 #include "train/probe/niah_probe.h"
 #include "train/probe/niah_probe_model.h"
 #include "train/probe/niah_probe_report.h"
+#include "train/probe/teacher_forced_recall.h"
 #include "train/report/progress.h"
 #include "train/setup/loaded_checkpoint.h"
 #include "train/setup/niah_probe_config.h"
@@ -254,6 +255,9 @@ struct ProbeCommandArgs {
   uint64_t seed = 1;
   std::string format = "paper";
   bool answer_loss_only = false;  // no decoding: answer losses per length only
+  bool teacher_forced = false;    // teacher-forced needle recall grid too
+  std::string tf_needles = "1,4";
+  int tf_trials = 1;
   // STRING for the greedy decoding (s 0 = the run's data.seq_len / 3).
   StringOptions string;
 };
@@ -272,6 +276,11 @@ int RunProbeCommand(const ProbeCommandArgs& a) {
   s.threshold = a.threshold;
   s.seed = a.seed;
   s.decode = !a.answer_loss_only;
+  s.teacher_forced = a.teacher_forced;
+  s.tf_trials = a.tf_trials;
+  absl::StatusOr<std::vector<int>> tf_needles = ParseNeedleCounts(a.tf_needles, "--tf_needles");
+  if (!tf_needles.ok()) return FailCommand(tf_needles.status());
+  s.tf_needles = *tf_needles;
   absl::StatusOr<NeedleFormat> format = NeedleFormatByName(a.format, "--format");
   if (!format.ok()) return FailCommand(format.status());
   s.format = *format;
@@ -320,14 +329,17 @@ int RunProbeCommand(const ProbeCommandArgs& a) {
       std::printf("length %6lld | answer loss %.4f | %d trials%s\n", static_cast<long long>(l.length), l.answer_loss,
                   l.trials, timing().c_str());
     } else {
-      std::printf("length %6lld | pass %.3f | needles %.3f | answer loss %.4f | %d trials%s\n",
-                  static_cast<long long>(l.length), l.pass_rate, l.needle_accuracy, l.answer_loss, l.trials,
-                  timing().c_str());
+      std::printf("length %6lld | pass %.3f [%.3f, %.3f]%s | needles %.3f | answer loss %.4f | %d trials%s\n",
+                  static_cast<long long>(l.length), l.pass_rate, l.pass_low, l.pass_high,
+                  l.pass_low < s.threshold && s.threshold <= l.pass_high ? " uncertain" : "", l.needle_accuracy,
+                  l.answer_loss, l.trials, timing().c_str());
     }
     std::fflush(stdout);
   };
   absl::StatusOr<ProbeResult> r = RunProbe(s, haystack, **model, o);
   if (!r.ok()) return FailCommand(r.status());
+  if (absl::Status st = AddTeacherForcedRecall(haystack, **model, &*r); !st.ok()) return FailCommand(st);
+  std::printf("%s\n", ProbeSummaryLine(*r).c_str());
   if (!a.json_out.empty()) {
     if (absl::Status st = WriteProbeJson(*r, a.json_out); !st.ok()) return FailCommand(st);
     std::printf("wrote %s\n", a.json_out.c_str());
@@ -367,6 +379,11 @@ void AddProbe(CommandTable& table) {
   c->add_option("--seed", a->seed, "trial seed (the trainer's probe_seed defaults to 1 too)");
   c->add_option("--format", a->format, "needle format, paper or compact");
   c->add_flag("--answer_loss_only", a->answer_loss_only, "no decoding, only the answer loss per length");
+  c->add_flag("--teacher_forced", a->teacher_forced,
+              "also the teacher-forced needle recall: answer-digit log-prob per length x depth, one forward pass "
+              "per trial");
+  c->add_option("--tf_needles", a->tf_needles, "needle counts of the teacher-forced recall, comma-separated");
+  c->add_option("--tf_trials", a->tf_trials, "teacher-forced repeats per (length, depth cell)");
   c->add_option("--json_out", a->json_out, "JSON report to write");
   c->add_option("--png", a->png, "heatmap PNG to write");
   AddStringFlags(c, &a->string);

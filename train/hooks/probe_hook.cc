@@ -8,9 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "train/setup/niah_probe_config.h"
 #include "train/probe/niah_probe_model.h"
 #include "train/probe/niah_probe_report.h"
+#include "train/probe/teacher_forced_recall.h"
 
 namespace longctx {
 namespace {
@@ -57,6 +59,9 @@ absl::Status ProbeHook::OnRunStart(HookContext& ctx) {
               ctx.config->probe_every(), p.needles, p.format.name.c_str(), static_cast<long long>(p.min_len),
               static_cast<long long>(p.max_len), static_cast<long long>(p.len_step), p.trials, lengths,
               lengths * static_cast<size_t>(p.trials), p.decode ? "greedy decodes" : "answer-loss passes");
+  if (p.teacher_forced)
+    std::printf("probe teacher-forced recall: %s needles x %zu lengths x %d depths x %d repeats, one forward pass each\n",
+                absl::StrJoin(p.tf_needles, ",").c_str(), lengths, p.depth_bins, p.tf_trials);
   return absl::OkStatus();
 }
 
@@ -77,8 +82,13 @@ absl::Status ProbeHook::Probe(HookContext& ctx, int64_t step) {
   {
     ScopedBackendThreads threads(ctx.backend, ctx.config->probe_threads());
     r = RunProbe(settings_, *haystack_, *model_, {.keep_trials = true});
+    if (r.ok()) {
+      absl::Status st = AddTeacherForcedRecall(*haystack_, *model_, &*r);
+      if (!st.ok()) r = st;
+    }
   }
   if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("step ", step, ": ", r.status().message()));
+  recall_seconds_ += r->recall_seconds;
   const std::string dir = ctx.config->out_dir() + "/probe";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -101,8 +111,11 @@ absl::Status ProbeHook::Probe(HookContext& ctx, int64_t step) {
 absl::Status ProbeHook::OnRunEnd(HookContext& ctx, const RunEndEvent&) {
   if (probes_run_ == 0) return absl::OkStatus();
   const double run = Seconds(ctx.run_start, Clock::now());
-  std::printf("probe  %d probes took %.1f s, %.1f%% of this run's %.1f s\n", probes_run_, seconds_,
+  std::printf("probe  %d probes took %.1f s, %.1f%% of this run's %.1f s", probes_run_, seconds_,
               100.0 * seconds_ / std::max(1e-9, run), run);
+  if (settings_.teacher_forced)
+    std::printf(" (teacher-forced recall %.1f s, %.1f%%)", recall_seconds_, 100.0 * recall_seconds_ / std::max(1e-9, run));
+  std::printf("\n");
   return absl::OkStatus();
 }
 

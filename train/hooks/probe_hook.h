@@ -38,6 +38,7 @@ class ProbeHook final : public Hook {
   std::unique_ptr<HaystackSource> haystack_;
   std::unique_ptr<ProbeModel> model_;
   double seconds_ = 0;  // this run's probes
+  double recall_seconds_ = 0;  // of which the teacher-forced recall
   int probes_run_ = 0;
 };
 

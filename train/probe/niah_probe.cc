@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/splitmix64.h"
+#include "train/probe/binomial_interval.h"
 #include "train/report/progress.h"
 
 namespace longctx {
@@ -32,6 +33,12 @@ absl::Status ValidateProbeSettings(const ProbeSettings& s, const std::string& p)
     return bad("depth_bins", absl::StrCat("must be in [1, 100] (got ", s.depth_bins, ")"));
   if (!(s.threshold >= 0 && s.threshold <= 1)) return bad("threshold", absl::StrCat("must be in [0, 1] (got ", s.threshold, ")"));
   if (s.extra_new_tokens < 0) return bad("extra_new_tokens", "must be >= 0");
+  if (s.teacher_forced) {
+    if (s.tf_needles.empty()) return bad("tf_needles", "must list at least one needle count");
+    for (int k : s.tf_needles)
+      if (k < 1 || k > 64) return bad("tf_needles", absl::StrCat("each must be in [1, 64] (got ", k, ")"));
+    if (s.tf_trials < 1) return bad("tf_trials", absl::StrCat("must be >= 1 (got ", s.tf_trials, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -75,18 +82,39 @@ double AnswerDigitLoss(const std::vector<int32_t>& answer, const std::vector<dou
   return losses.empty() ? 0.0 : all / static_cast<double>(std::min(answer.size(), losses.size()));
 }
 
-void ComputeEffectiveLength(ProbeResult* r) {
-  r->effective_length = 0;
-  r->first_failing_length = -1;
-  if (!r->settings.decode) return;
-  for (const ProbeLengthResult& l : r->lengths) {
+namespace {
+
+// Longest tested length before the first whose rate(l) is below threshold.
+template <typename Rate>
+int64_t LastPassingLength(const std::vector<ProbeLengthResult>& lengths, double threshold, Rate rate,
+                          int64_t* first_failing = nullptr) {
+  int64_t last = 0;
+  if (first_failing != nullptr) *first_failing = -1;
+  for (const ProbeLengthResult& l : lengths) {
     if (!l.tested) continue;
-    if (l.pass_rate < r->settings.threshold) {
-      r->first_failing_length = l.length;
-      return;
+    if (rate(l) < threshold) {
+      if (first_failing != nullptr) *first_failing = l.length;
+      break;
     }
-    r->effective_length = l.length;
+    last = l.length;
   }
+  return last;
+}
+
+}  // namespace
+
+void ComputeEffectiveLength(ProbeResult* r) {
+  r->effective_length = r->effective_length_low = r->effective_length_high = 0;
+  r->first_failing_length = -1;
+  r->uncertain_lengths.clear();
+  if (!r->settings.decode) return;
+  const double th = r->settings.threshold;
+  r->effective_length =
+      LastPassingLength(r->lengths, th, [](const ProbeLengthResult& l) { return l.pass_rate; }, &r->first_failing_length);
+  r->effective_length_low = LastPassingLength(r->lengths, th, [](const ProbeLengthResult& l) { return l.pass_low; });
+  r->effective_length_high = LastPassingLength(r->lengths, th, [](const ProbeLengthResult& l) { return l.pass_high; });
+  for (const ProbeLengthResult& l : r->lengths)
+    if (l.tested && l.pass_low < th && th <= l.pass_high) r->uncertain_lengths.push_back(l.length);
 }
 
 absl::StatusOr<ProbeResult> RunProbe(const ProbeSettings& s, const HaystackSource& haystack, ProbeModel& model,
@@ -152,6 +180,10 @@ absl::StatusOr<ProbeResult> RunProbe(const ProbeSettings& s, const HaystackSourc
         if (options.keep_trials) result.trials.push_back(std::move(t));
       }
       r.pass_rate = static_cast<double>(r.passed) / r.trials;
+      absl::StatusOr<BinomialInterval> ci = WilsonInterval(r.passed, r.trials);
+      if (!ci.ok()) return absl::Status(ci.status().code(), absl::StrCat("probe: length ", L, ": ", ci.status().message()));
+      r.pass_low = ci->low;
+      r.pass_high = ci->high;
       r.answer_loss = loss_sum / r.trials;
       r.needle_accuracy = static_cast<double>(found) / (static_cast<double>(r.trials) * s.needles);
       r.mean_prompt_tokens = prompt_sum / r.trials;

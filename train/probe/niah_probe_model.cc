@@ -2,6 +2,7 @@
 #include "train/probe/niah_probe_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "data/packer.h"
@@ -74,6 +75,46 @@ absl::StatusOr<std::vector<double>> TransformerProbeModel::AnswerTokenLosses(con
     std::vector<float> host(n);
     be->CopyToHost(host.data(), losses);
     std::copy(host.begin() + (P - 1), host.end(), out.begin());
+  }
+  return out;
+}
+
+absl::StatusOr<ProbeModel::TeacherForcedTokens> TransformerProbeModel::TeacherForced(
+    const std::vector<int32_t>& prompt, const std::vector<int32_t>& answer) {
+  if (prompt.empty() || answer.empty())
+    return absl::InvalidArgumentError(absl::StrCat("teacher-forced score: prompt of ", prompt.size(), " and answer of ",
+                                                   answer.size(), " tokens; both must be non-empty"));
+  const int64_t A = static_cast<int64_t>(answer.size()), V = model_->dims().vocab;
+  for (int32_t id : answer)
+    if (id < 0 || id >= V)
+      return absl::InvalidArgumentError(
+          absl::StrCat("teacher-forced score: answer token id ", id, " outside the vocabulary of ", V));
+  engine_->Reset();
+  // Row i of `rows` predicts answer[i]: the prompt's last row, then the rows of
+  // answer[0 .. A-2] (answer[A-1] is only a target).
+  absl::StatusOr<std::vector<float>> last = engine_->Prefill(prompt);
+  if (!last.ok()) return last.status();
+  std::vector<float> rows = std::move(*last);
+  if (A > 1) {
+    std::vector<float> rest;
+    absl::StatusOr<std::vector<float>> l =
+        engine_->Prefill(absl::MakeConstSpan(answer.data(), static_cast<size_t>(A - 1)), &rest);
+    if (!l.ok()) return l.status();
+    rows.insert(rows.end(), rest.begin(), rest.end());
+  }
+  engine_->Reset();
+  TeacherForcedTokens out;
+  out.logprob.resize(A);
+  out.argmax.resize(A);
+  for (int64_t i = 0; i < A; ++i) {
+    const float* row = rows.data() + i * V;
+    int32_t best = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (row[v] > row[best]) best = static_cast<int32_t>(v);
+    double z = 0;
+    for (int64_t v = 0; v < V; ++v) z += std::exp(static_cast<double>(row[v]) - row[best]);
+    out.logprob[i] = static_cast<double>(row[answer[i]]) - row[best] - std::log(z);
+    out.argmax[i] = best;
   }
   return out;
 }

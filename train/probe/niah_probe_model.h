@@ -4,7 +4,9 @@
 // ForwardBackward the trainer and `longctx eval` use). Greedy decoding is the
 // inference engine's (model/inference.h: prefill into a KV cache, then one
 // decode step per token, optional STRING) with the greedy Sampler
-// (model/sampling.h: argmax, ties to the lowest id). STRING, when the engine
+// (model/sampling.h: argmax, ties to the lowest id). Teacher-forced scores
+// (log-probabilities and argmax per answer token) are the engine's logits over
+// the answer rows of one prefill of prompt + answer. STRING, when the engine
 // options enable it, applies to both: decoding through the engine, and the
 // answer loss through the Transformer's forward-only STRING path (set for the
 // call, the model's previous STRING options restored after it).
@@ -33,6 +35,10 @@ class TransformerProbeModel : public ProbeModel {
                                               int32_t stop_id) override;
   absl::StatusOr<std::vector<double>> AnswerTokenLosses(const std::vector<int32_t>& prompt,
                                                         const std::vector<int32_t>& answer) override;
+  // Through the inference engine: a prefill of the prompt, then one prefill
+  // of answer[0 .. A-2] with every row's logits; log-softmax in double.
+  absl::StatusOr<TeacherForcedTokens> TeacherForced(const std::vector<int32_t>& prompt,
+                                                    const std::vector<int32_t>& answer) override;
 
  private:
   TransformerProbeModel(Transformer* model, std::unique_ptr<InferenceEngine> engine, const StringOptions& string);

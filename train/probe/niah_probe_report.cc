@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "data/text_corpus.h"
 #include "train/report/png_plot.h"
 
@@ -25,6 +26,43 @@ nlohmann::json DepthAccuracy(const ProbeLengthResult& l) {
     a.push_back(l.bin_total[b] > 0 ? nlohmann::json(static_cast<double>(l.bin_found[b]) / l.bin_total[b])
                                    : nlohmann::json(nullptr));
   return a;
+}
+
+// "teacher_forced": [{"needles", "lengths": [{"length", "tested", "trials",
+// "logprob", "argmax_exact"[, "depth_logprob"]}]}]; depth_logprob (per bin,
+// null where no needle fell) only when `depths`.
+nlohmann::json RecallJson(const ProbeResult& r, bool depths) {
+  nlohmann::json curves = nlohmann::json::array();
+  for (const RecallCurve& c : r.recall) {
+    nlohmann::json lengths = nlohmann::json::array();
+    for (const RecallLengthResult& l : c.lengths) {
+      if (!depths && !l.tested) continue;
+      nlohmann::json e = {{"length", l.length}};
+      if (depths) e["tested"] = l.tested;
+      if (l.tested) {
+        e["trials"] = l.trials;
+        e["logprob"] = l.logprob;
+        e["argmax_exact"] = l.argmax_exact;
+        if (depths) {
+          nlohmann::json d = nlohmann::json::array();
+          for (size_t b = 0; b < l.bin_needles.size(); ++b)
+            d.push_back(l.bin_needles[b] > 0 ? nlohmann::json(l.bin_logprob[b] / l.bin_needles[b])
+                                             : nlohmann::json(nullptr));
+          e["depth_logprob"] = std::move(d);
+        }
+      }
+      lengths.push_back(std::move(e));
+    }
+    curves.push_back({{"needles", c.needles}, {"lengths", std::move(lengths)}});
+  }
+  return curves;
+}
+
+void AddIntervalFields(const ProbeResult& r, nlohmann::json* j) {
+  (*j)["interval"] = "wilson95";
+  (*j)["effective_length_low"] = r.effective_length_low;
+  (*j)["effective_length_high"] = r.effective_length_high;
+  (*j)["uncertain_lengths"] = r.uncertain_lengths;
 }
 
 }  // namespace
@@ -45,6 +83,12 @@ nlohmann::json ProbeResultToJson(const ProbeResult& r) {
                       {"first_failing_length", NullIfNegative(s.decode ? r.first_failing_length : -1)},
                       {"trials_run", r.trials_run},
                       {"seconds", r.seconds}};
+  if (s.decode) AddIntervalFields(r, &j);
+  if (s.teacher_forced) {
+    j["teacher_forced"] = RecallJson(r, /*depths=*/true);
+    j["teacher_forced_trials_per_cell"] = s.tf_trials;
+    j["teacher_forced_seconds"] = r.recall_seconds;
+  }
   nlohmann::json lengths = nlohmann::json::array();
   for (const ProbeLengthResult& l : r.lengths) {
     nlohmann::json e = {{"length", l.length}, {"tested", l.tested}};
@@ -53,7 +97,10 @@ nlohmann::json ProbeResultToJson(const ProbeResult& r) {
       e["answer_loss"] = l.answer_loss;
       e["mean_prompt_tokens"] = l.mean_prompt_tokens;
       if (s.decode) {
+        e["passed"] = l.passed;
         e["pass_rate"] = l.pass_rate;
+        e["pass_low"] = l.pass_low;
+        e["pass_high"] = l.pass_high;
         e["needle_accuracy"] = l.needle_accuracy;
         e["depth_accuracy"] = DepthAccuracy(l);
       }
@@ -88,10 +135,13 @@ nlohmann::json ProbeMetricsEvent(const ProbeResult& r, int64_t step) {
   for (const ProbeLengthResult& l : r.lengths) {
     if (!l.tested) continue;
     nlohmann::json e = {{"length", l.length}, {"answer_loss", l.answer_loss}};
-    if (decoded) e["pass_rate"] = l.pass_rate, e["needle_accuracy"] = l.needle_accuracy;
+    if (decoded) {
+      e["pass_rate"] = l.pass_rate, e["needle_accuracy"] = l.needle_accuracy;
+      e["pass_low"] = l.pass_low, e["pass_high"] = l.pass_high;
+    }
     lengths.push_back(std::move(e));
   }
-  return {{"kind", "probe"},
+  nlohmann::json ev = {{"kind", "probe"},
           {"step", step},
           {"needles", r.settings.needles},
           {"format", r.settings.format.name},
@@ -101,6 +151,12 @@ nlohmann::json ProbeMetricsEvent(const ProbeResult& r, int64_t step) {
           {"first_failing_length", NullIfNegative(decoded ? r.first_failing_length : -1)},
           {"seconds", r.seconds},
           {"lengths", std::move(lengths)}};
+  if (decoded) AddIntervalFields(r, &ev);
+  if (r.settings.teacher_forced) {
+    ev["teacher_forced"] = RecallJson(r, /*depths=*/false);
+    ev["teacher_forced_seconds"] = r.recall_seconds;
+  }
+  return ev;
 }
 
 absl::Status WriteProbeHeatmap(const ProbeResult& r, const std::string& title, const std::string& path) {
@@ -148,16 +204,26 @@ std::string ProbeSummaryLine(const ProbeResult& r) {
     if (!l.tested) continue;
     if (first < 0) first = l.length;
     last = l.length;
-    if (r.settings.decode) absl::StrAppend(&pass, absl::StrFormat(" %.2f", l.pass_rate));
+    const bool uncertain = std::find(r.uncertain_lengths.begin(), r.uncertain_lengths.end(), l.length) !=
+                           r.uncertain_lengths.end();
+    if (r.settings.decode) absl::StrAppend(&pass, absl::StrFormat(" %.2f%s", l.pass_rate, uncertain ? "?" : ""));
     absl::StrAppend(&loss, absl::StrFormat(" %.2f", l.answer_loss));
   }
   if (first < 0) return absl::StrCat("no length in ", r.settings.min_len, "..", r.settings.max_len,
                                      " fits the '", r.settings.format.name, "' format with ", r.settings.needles, " needles");
+  std::string tf;
+  for (const RecallCurve& c : r.recall) {
+    absl::StrAppend(&tf, tf.empty() ? " | tf logprob" : ",", " k=", c.needles);
+    for (const RecallLengthResult& l : c.lengths)
+      absl::StrAppend(&tf, l.tested ? absl::StrFormat(" %.2f", l.logprob) : std::string(" --"));
+  }
   if (!r.settings.decode)
-    return absl::StrFormat("answer loss%s (no decoding; lengths %d..%d, %d trials, %.1f s)", loss, first, last,
+    return absl::StrFormat("answer loss%s%s (no decoding; lengths %d..%d, %d trials, %.1f s)", loss, tf, first, last,
                            r.trials_run, r.seconds);
-  return absl::StrFormat("eff len %d | pass%s | answer loss%s (lengths %d..%d, %d trials, %.1f s)", r.effective_length,
-                         pass, loss, first, last, r.trials_run, r.seconds);
+  std::string range = absl::StrFormat("95%% %d..%d", r.effective_length_low, r.effective_length_high);
+  if (!r.uncertain_lengths.empty()) absl::StrAppend(&range, ", uncertain ", absl::StrJoin(r.uncertain_lengths, " "));
+  return absl::StrFormat("eff len %d (%s) | pass%s | answer loss%s%s (lengths %d..%d, %d trials, %.1f s)",
+                         r.effective_length, range, pass, loss, tf, first, last, r.trials_run, r.seconds);
 }
 
 }  // namespace longctx

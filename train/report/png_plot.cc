@@ -474,12 +474,18 @@ absl::StatusOr<RenderedPlot> LinePlot::Render() const {
     if (s.x.size() != s.y.size())
       return absl::InvalidArgumentError(
           absl::StrCat("line plot: series '", s.name, "' has ", s.x.size(), " x and ", s.y.size(), " y values"));
+    if ((!s.y_low.empty() || !s.y_high.empty()) && (s.y_low.size() != s.x.size() || s.y_high.size() != s.x.size()))
+      return absl::InvalidArgumentError(absl::StrCat("line plot: series '", s.name, "' has ", s.x.size(),
+                                                     " points but ", s.y_low.size(), " y_low and ", s.y_high.size(),
+                                                     " y_high values (error bars need one of each per point)"));
     for (size_t i = 0; i < s.x.size(); ++i) {
       if (!usable(s.x[i], s.y[i])) continue;
       dx_min = std::min(dx_min, s.x[i]);
       dx_max = std::max(dx_max, s.x[i]);
       dy_min = std::min(dy_min, s.y[i]);
       dy_max = std::max(dy_max, s.y[i]);
+      for (const std::vector<double>* e : {&s.y_low, &s.y_high})
+        if (!e->empty() && usable(s.x[i], (*e)[i])) dy_min = std::min(dy_min, (*e)[i]), dy_max = std::max(dy_max, (*e)[i]);
     }
   }
   if (!(dx_min <= dx_max)) return absl::InvalidArgumentError("line plot: no drawable point");
@@ -601,6 +607,14 @@ absl::StatusOr<RenderedPlot> LinePlot::Render() const {
       }
       c.Polyline(run, color, run.size() == 1 ? s.thickness + 2.0 : s.thickness);
       run.clear();
+    }
+    for (size_t i = 0; i < s.y_low.size(); ++i) {
+      if (!usable(s.x[i], s.y_low[i]) || !usable(s.x[i], s.y_high[i])) continue;
+      const double px = f.PixelX(s.x[i]), lo = f.PixelY(s.y_low[i]), hi = f.PixelY(s.y_high[i]);
+      constexpr double kCap = 4;
+      c.Line(px, lo, px, hi, color, 1);
+      c.Line(px - kCap, lo, px + kCap, lo, color, 1);
+      c.Line(px - kCap, hi, px + kCap, hi, color, 1);
     }
   }
   c.ResetClip();

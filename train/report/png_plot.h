@@ -130,6 +130,9 @@ struct PlotSeries {
   Rgb color{0, 0, 0};
   bool auto_color = true;  // true: PaletteColor(series index) instead of color
   int thickness = 2;       // line width in pixels
+  // Optional error bars: empty, or one [y_low, y_high] per point (drawn as a
+  // capped vertical bar in the series' colour; non-finite ends skip the bar).
+  std::vector<double> y_low, y_high;
 };
 
 struct PlotMarker {

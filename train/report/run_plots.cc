@@ -90,6 +90,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
                                                                                 int train_len) {
   Curve train_loss, eval_loss, eff_len;
   std::map<int64_t, Curve> pass_rate;  // probe step -> length -> pass rate
+  std::map<int64_t, Curve> pass_low, pass_high;  // its Wilson interval, where the events have it
+  Curve eff_low, eff_high;
+  std::map<std::pair<int, int64_t>, Curve> recall;  // (needles, length) -> step -> teacher-forced log-prob
   const Json* last_posfreq = nullptr;
   for (const Json& e : events) {
     const std::string kind = e.value("kind", "");
@@ -99,11 +102,27 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
     if (kind == "eval" && IsNumber(e, "loss")) eval_loss[step] = e["loss"].get<double>();
     if (kind == "probe") {
       if (IsNumber(e, "effective_length")) eff_len[step] = e["effective_length"].get<double>();
+      if (IsNumber(e, "effective_length_low") && IsNumber(e, "effective_length_high")) {
+        eff_low[step] = e["effective_length_low"].get<double>();
+        eff_high[step] = e["effective_length_high"].get<double>();
+      }
       Curve& c = pass_rate[step];
       c.clear();
-      for (const Json& l : e.value("lengths", Json::array()))
-        if (IsNumber(l, "pass_rate") && IsNumber(l, "length")) c[l["length"].get<int64_t>()] = l["pass_rate"].get<double>();
+      pass_low.erase(step), pass_high.erase(step);
+      for (const Json& l : e.value("lengths", Json::array())) {
+        if (!IsNumber(l, "pass_rate") || !IsNumber(l, "length")) continue;
+        const int64_t len = l["length"].get<int64_t>();
+        c[len] = l["pass_rate"].get<double>();
+        if (IsNumber(l, "pass_low") && IsNumber(l, "pass_high"))
+          pass_low[step][len] = l["pass_low"].get<double>(), pass_high[step][len] = l["pass_high"].get<double>();
+      }
       if (c.empty()) pass_rate.erase(step);
+      for (const Json& rc : e.value("teacher_forced", Json::array())) {
+        if (!IsNumber(rc, "needles")) continue;
+        for (const Json& l : rc.value("lengths", Json::array()))
+          if (IsNumber(l, "length") && IsNumber(l, "logprob"))
+            recall[{rc["needles"].get<int>(), l["length"].get<int64_t>()}][step] = l["logprob"].get<double>();
+      }
     }
     if (kind == "posfreq") last_posfreq = &e;
   }
@@ -136,6 +155,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
     o.legend_corner = LegendCorner::kBottomRight;
     double top = 0;
     for (const auto& [s, v] : eff_len) top = std::max(top, v);
+    for (const auto& [s, v] : eff_high) top = std::max(top, v);
     if (train_len > 0) top = std::max<double>(top, train_len);
     o.y_max = std::max(1.0, top * 1.15);
     o.y_min = -0.04 * o.y_max;  // a 0 effective length drawn above the axis, not on it
@@ -143,6 +163,16 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
     std::vector<double> x, y;
     Split(eff_len, x, y);
     plot.AddSeries("effective length", x, std::move(y));
+    if (!eff_low.empty()) {
+      // The effective length at the pass-rate intervals' lower / upper bounds.
+      std::vector<double> lx, ly, hx, hy;
+      Split(eff_low, lx, ly);
+      Split(eff_high, hx, hy);
+      plot.AddSeries(PlotSeries{.name = "at the 95% lower bounds", .x = std::move(lx), .y = std::move(ly),
+                                .color = Rgb{120, 160, 220}, .auto_color = false, .thickness = 1});
+      plot.AddSeries(PlotSeries{.name = "at the 95% upper bounds", .x = std::move(hx), .y = std::move(hy),
+                                .color = Rgb{230, 150, 90}, .auto_color = false, .thickness = 1});
+    }
     if (train_len > 0 && x.size() >= 1) {
       const double x0 = std::min(0.0, x.front()), x1 = std::max(x.back(), x0 + 1);
       plot.AddSeries(PlotSeries{.name = absl::StrCat("training length ", train_len),
@@ -172,11 +202,35 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
       if (shown.count(step) == 0) continue;
       std::vector<double> x, y;
       Split(c, x, y);
-      plot.AddSeries(absl::StrCat("step ", step), std::move(x), std::move(y));
+      PlotSeries series{.name = absl::StrCat("step ", step), .x = std::move(x), .y = std::move(y)};
+      // Wilson 95 % error bars when every point of this probe has its interval.
+      if (pass_low.count(step) && pass_low[step].size() == c.size()) {
+        std::vector<double> ix;
+        Split(pass_low[step], ix, series.y_low);
+        Split(pass_high[step], ix, series.y_high);
+      }
+      plot.AddSeries(std::move(series));
     }
     absl::StatusOr<std::string> png = Png(plot);
     if (!png.ok()) return png.status();
     out.emplace_back("pass_rate.png", std::move(*png));
+  }
+  if (!recall.empty()) {
+    LinePlotOptions o;
+    o.title = absl::StrCat(run_name, ": teacher-forced needle recall");
+    o.x_label = "step";
+    o.y_label = "answer-digit log-prob (nats per token)";
+    o.legend_corner = LegendCorner::kBottomRight;
+    LinePlot plot(o);
+    for (const auto& [key, c] : recall) {
+      std::vector<double> x, y;
+      Split(c, x, y);
+      plot.AddSeries(absl::StrCat(key.first, key.first == 1 ? " needle, " : " needles, ", key.second, " tokens"),
+                     std::move(x), std::move(y));
+    }
+    absl::StatusOr<std::string> png = Png(plot);
+    if (!png.ok()) return png.status();
+    out.emplace_back("teacher_forced.png", std::move(*png));
   }
   if (last_posfreq != nullptr) {
     absl::StatusOr<std::string> png = PosfreqPlotPng(

@@ -28,7 +28,10 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadMetricsJsonl(const std::string& 
 absl::StatusOr<std::string> PosfreqPlotPng(const nlohmann::json& posfreq_event, const std::string& title);
 
 // The run's plots as (file name, PNG bytes): "loss.png" (train and eval loss),
-// "effective_length.png", "pass_rate.png", "posfreq.png" (last posfreq event);
+// "effective_length.png" (with the low / high effective lengths when the
+// events have them), "pass_rate.png" (Wilson error bars likewise),
+// "teacher_forced.png" (per needle count and length, the teacher-forced
+// answer-digit log-prob by step, when probes ran it), "posfreq.png" (last posfreq event);
 // a plot whose events are absent is left out. train_len > 0 draws the training
 // length on the effective-length plot. Error: no "train" event at all.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(

@@ -60,11 +60,25 @@ absl::Status WriteMetricsEventToTensorBoard(EventFileWriter& w, const Json& ev, 
     return scalar("eval/loss", ev, "loss");
   } else if (kind == "probe") {
     if (st = scalar("probe/effective_length", ev, "effective_length"); !st.ok()) return st;
+    if (st = scalar("probe/effective_length_low", ev, "effective_length_low"); !st.ok()) return st;
+    if (st = scalar("probe/effective_length_high", ev, "effective_length_high"); !st.ok()) return st;
     for (const Json& l : ev.value("lengths", Json::array())) {
       if (!IsNumber(l, "length")) continue;
       const std::string len = std::to_string(l["length"].get<int64_t>());
       if (st = scalar("probe/pass_rate/len_" + len, l, "pass_rate"); !st.ok()) return st;
+      if (st = scalar("probe/pass_low/len_" + len, l, "pass_low"); !st.ok()) return st;
+      if (st = scalar("probe/pass_high/len_" + len, l, "pass_high"); !st.ok()) return st;
       if (st = scalar("probe/answer_loss/len_" + len, l, "answer_loss"); !st.ok()) return st;
+    }
+    for (const Json& c : ev.value("teacher_forced", Json::array())) {
+      if (!IsNumber(c, "needles")) continue;
+      const std::string k = std::to_string(c["needles"].get<int64_t>());
+      for (const Json& l : c.value("lengths", Json::array())) {
+        if (!IsNumber(l, "length")) continue;
+        const std::string len = std::to_string(l["length"].get<int64_t>());
+        if (st = scalar("probe/tf_logprob/needles_" + k + "/len_" + len, l, "logprob"); !st.ok()) return st;
+        if (st = scalar("probe/tf_argmax_exact/needles_" + k + "/len_" + len, l, "argmax_exact"); !st.ok()) return st;
+      }
     }
     const std::string png_path = absl::StrFormat("%s/probe/step-%08d.png", out_dir, step);
     std::ifstream in(png_path, std::ios::binary);

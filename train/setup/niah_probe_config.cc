@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/make_tokenizer.h"
+#include "train/probe/teacher_forced_recall.h"
 
 namespace longctx {
 
@@ -21,6 +22,11 @@ absl::StatusOr<ProbeSettings> ProbeSettingsFromConfig(const TrainConfig& c) {
   s.threshold = c.probe_threshold();
   s.seed = c.probe_seed();
   s.decode = c.probe_decode();
+  s.teacher_forced = c.probe_teacher_forced();
+  s.tf_trials = c.probe_tf_trials();
+  absl::StatusOr<std::vector<int>> tf_needles = ParseNeedleCounts(c.probe_tf_needles(), "probe_tf_needles");
+  if (!tf_needles.ok()) return tf_needles.status();
+  s.tf_needles = *tf_needles;
   absl::StatusOr<NeedleFormat> f = NeedleFormatByName(c.probe_format(), "probe_format");
   if (!f.ok()) return f.status();
   s.format = *f;
