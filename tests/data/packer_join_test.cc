@@ -227,8 +227,12 @@ TEST_F(PackerJoinTest, OneEpochHasEveryTokenOnceAndSegmentsAtUnjoinedStarts) {
         // ±0.15 is > 4 standard deviations here).
         const double share = static_cast<double>(joins) / static_cast<double>(starts);
         EXPECT_NEAR(share, p, 0.15) << "corpus " << corpus_seed << " T " << T;
-        if (p == 0.0) EXPECT_EQ(joins, 0);
-        if (p == 1.0) EXPECT_EQ(joins, starts);
+        if (p == 0.0) {
+          EXPECT_EQ(joins, 0);
+        }
+        if (p == 1.0) {
+          EXPECT_EQ(joins, starts);
+        }
       }
     }
   }
