@@ -17,6 +17,7 @@ namespace {
 
 constexpr uint64_t kEvalSalt = 0x6C6F6E6763747845ULL;     // "longctxE"
 constexpr uint64_t kShuffleSalt = 0x6C6F6E6763747853ULL;  // "longctxS"
+constexpr uint64_t kJoinSalt = 0x6C6F6E676374784AULL;     // "longctxJ"
 
 std::vector<uint32_t> MakeOrder(const std::vector<uint32_t>& docs, uint64_t seed, uint64_t epoch,
                                 bool shuffle) {
@@ -45,6 +46,13 @@ bool DocumentInEvalSplit(int64_t doc_index, double eval_fraction) {
   const uint64_t h = Mix64(static_cast<uint64_t>(doc_index) ^ kEvalSalt);
   const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
   return u < eval_fraction;
+}
+
+bool DocumentJoinsPrevious(uint64_t shuffle_seed, uint64_t epoch, uint64_t doc_in_epoch, double join_fraction) {
+  if (!(join_fraction > 0.0)) return false;
+  const uint64_t h = Mix64(Mix64(shuffle_seed ^ kJoinSalt) ^ Mix64(epoch + 0x51ED270B27A4F3C1ULL) ^ doc_in_epoch);
+  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
+  return u < join_fraction;
 }
 
 // ---------------------------------------------------------------------------
@@ -175,6 +183,15 @@ absl::StatusOr<Packer> Packer::Create(const DocumentSource* reader, const Packer
     return absl::InvalidArgumentError(
         absl::StrCat("Packer: eval_fraction ", options.eval_fraction, " not in [0, 1]"));
   }
+  if (!(options.join_fraction >= 0.0 && options.join_fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Packer: join_fraction ", options.join_fraction, " not in [0, 1]"));
+  }
+  if (options.join_fraction > 0.0 && !options.document_mask) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Packer: join_fraction ", options.join_fraction,
+        " needs document_mask (without it every row is already one segment)"));
+  }
   if (reader->n_docs() > int64_t{std::numeric_limits<uint32_t>::max()}) {
     return absl::InvalidArgumentError(absl::StrCat("Packer: ", reader->source_name(), " has ",
                                                    reader->n_docs(),
@@ -228,7 +245,12 @@ void Packer::ReadStream(StreamPos* pos, int64_t n, int32_t* out, uint8_t* doc_st
     const int64_t take = std::min<int64_t>(len - static_cast<int64_t>(pos->token_in_doc), n - filled);
     reader_->ReadTokens(doc, static_cast<int64_t>(pos->token_in_doc), take, out + filled);
     std::fill(doc_start + filled, doc_start + filled + take, uint8_t{0});
-    if (pos->token_in_doc == 0) doc_start[filled] = 1;
+    if (pos->token_in_doc == 0) {
+      doc_start[filled] = DocumentJoinsPrevious(options_.shuffle_seed, pos->epoch, pos->doc_in_epoch,
+                                                options_.join_fraction)
+                              ? 2
+                              : 1;
+    }
     filled += take;
     pos->token_in_doc += static_cast<uint64_t>(take);
     if (pos->token_in_doc == static_cast<uint64_t>(len)) {
@@ -273,7 +295,7 @@ absl::Status Packer::NextInto(PackedBatch* batch) {
     int32_t* ps = batch->positions.data() + base;
     int32_t seg_start = 0;
     for (int32_t t = 0; t < T; ++t) {
-      if (mask && t > 0 && starts[t]) {
+      if (mask && t > 0 && starts[t] == 1) {
         batch->cu_seqlens.push_back(base + t);
         batch->max_seqlen = std::max(batch->max_seqlen, t - seg_start);
         seg_start = t;

@@ -21,6 +21,20 @@
 // of another document than its input (the input is a document's final token,
 // its EOS) is −1. Without document_mask (TinyLlama): one segment per row,
 // positions 0..T−1, every target kept.
+//
+// Join mode (join_fraction p > 0, with document_mask): the stream, the rows and
+// the targets are exactly those above; only the segments change. Each document
+// start is, with probability p (a fixed hash of shuffle_seed, epoch and the
+// document's place in the epoch order, so resuming and other batch sizes give
+// the same joins), *joined* to the document before it: no segment starts there
+// and positions continue across the previous document's EOS, which acts as the
+// separator. A join's target (EOS → the next document's first token) stays −1,
+// so the same tokens carry loss as without joins. Why: with document masking a
+// segment is at most one document, so on a corpus of documents shorter than T
+// the long relative distances (i ≥ T/2) are rarely trained (the STRING paper's
+// left-skewed position frequency); joined segments are longer, and f(i ≥ T/2)
+// grows (docs/data.md "Join packing"). Reordering documents alone would not
+// change f. p = 1 makes every row one segment; p = 0 is the default packer.
 #ifndef LONGCTX_DATA_PACKER_H_
 #define LONGCTX_DATA_PACKER_H_
 
@@ -53,7 +67,16 @@ struct PackerOptions {
   bool shuffle = true;  // false: ascending document order in every epoch
   double eval_fraction = 0.02;
   PackerSplit split = PackerSplit::kTrain;
+  // Join mode (above): share of document starts inside rows whose segment
+  // continues from the previous document. 0 = off; needs document_mask.
+  double join_fraction = 0.0;
 };
+
+// Whether the document at place doc_in_epoch of epoch `epoch`'s order continues
+// the previous document's segment in join mode: a fixed hash of (shuffle_seed,
+// epoch, doc_in_epoch) mapped to [0, 1) is < join_fraction. Always false for
+// join_fraction 0.
+bool DocumentJoinsPrevious(uint64_t shuffle_seed, uint64_t epoch, uint64_t doc_in_epoch, double join_fraction);
 
 struct PackedBatch {
   int32_t batch_size = 0;  // B
@@ -108,7 +131,8 @@ class Packer {
   const PackerCursor& cursor() const { return cursor_; }
   // Continues from a cursor saved by a packer over the same file and with the
   // same seq_len, shuffle_seed, shuffle, eval_fraction and split (batch_size
-  // may differ). Rejects cursors that point outside the stream or disagree
+  // may differ; join_fraction changes segments, not the cursor, so the trainer
+  // checks it). Rejects cursors that point outside the stream or disagree
   // with rows_emitted·T. Seek(PackerCursor{}) restarts from the beginning.
   absl::Status Seek(const PackerCursor& cursor);
 
@@ -129,7 +153,8 @@ class Packer {
   Packer() = default;
   const std::vector<uint32_t>& Order(uint64_t epoch);
   // Reads n stream tokens from *pos (advancing it) into out; doc_start[i] = 1
-  // where token i is the first token of a document.
+  // where token i is the first token of a document, 2 where it is one that join
+  // mode joins to the document before it.
   void ReadStream(StreamPos* pos, int64_t n, int32_t* out, uint8_t* doc_start);
 
   const DocumentSource* reader_ = nullptr;

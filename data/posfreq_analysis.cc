@@ -23,7 +23,8 @@ PosfreqCase MakeCase(std::string name, std::string description, PositionFrequenc
 }  // namespace
 
 absl::StatusOr<std::vector<int32_t>> NaturalSegmentLengths(const TokenFileReader& reader, int64_t seq_len,
-                                                           int64_t rows, uint64_t shuffle_seed) {
+                                                           int64_t rows, uint64_t shuffle_seed,
+                                                           double join_fraction) {
   if (seq_len < 1 || seq_len > std::numeric_limits<int32_t>::max())
     return absl::InvalidArgumentError(absl::StrCat("position frequency: seq_len ", seq_len, " outside [1, 2^31)"));
   if (rows < 1) return absl::InvalidArgumentError(absl::StrCat("position frequency: rows ", rows, " < 1"));
@@ -35,6 +36,7 @@ absl::StatusOr<std::vector<int32_t>> NaturalSegmentLengths(const TokenFileReader
   o.shuffle_seed = shuffle_seed;
   o.eval_fraction = 0;
   o.split = PackerSplit::kAll;
+  o.join_fraction = join_fraction;
   absl::StatusOr<Packer> packer = Packer::Create(&reader, o);
   if (!packer.ok()) return packer.status();
   std::vector<int32_t> lengths;
@@ -74,6 +76,9 @@ absl::StatusOr<PosfreqReport> AnalyzePositionFrequency(const TokenFileReader& re
     return absl::InvalidArgumentError(absl::StrCat("position frequency: seq_len ", L, " outside [2, 2^31)"));
   if (options.rows < 0)
     return absl::InvalidArgumentError(absl::StrCat("position frequency: rows ", options.rows, " < 0"));
+  if (!(options.join_fraction >= 0 && options.join_fraction <= 1))
+    return absl::InvalidArgumentError(
+        absl::StrCat("position frequency: join_fraction ", options.join_fraction, " not in [0, 1]"));
   PosfreqReport report;
   report.data_path = reader.path();
   report.seq_len = L;
@@ -104,6 +109,19 @@ absl::StatusOr<PosfreqReport> AnalyzePositionFrequency(const TokenFileReader& re
                                   absl::StrCat("all documents concatenated, no masking: ", report.rows,
                                                " segments of ", L),
                                   ConcatenatedPositionFrequency(L, report.rows), report.rows, options.k));
+
+  if (options.join_fraction > 0) {
+    absl::StatusOr<std::vector<int32_t>> joined =
+        NaturalSegmentLengths(reader, L, report.rows, options.shuffle_seed, options.join_fraction);
+    if (!joined.ok()) return joined.status();
+    PositionFrequency jf(L);
+    for (int32_t len : *joined) jf.AddSegment(len);
+    report.cases.push_back(MakeCase(
+        "joined",
+        absl::StrCat("the packer's join mode, join_fraction ", options.join_fraction, " (", joined->size(),
+                     " segments in ", report.rows, " rows)"),
+        std::move(jf), static_cast<int64_t>(joined->size()), options.k));
+  }
   return report;
 }
 
@@ -114,13 +132,28 @@ std::string FormatPosfreqTable(const PosfreqReport& r) {
       r.data_path, r.corpus_docs, r.corpus_tokens, r.rows, r.tokens);
   const std::string share_lo = absl::StrCat("i<=", lo), share_hi = absl::StrCat("i>=", hi);
   const std::string largest = absl::StrFormat("max i: f>=%g", r.options.k);
-  out += absl::StrFormat("%-13s %10s %10s %12s %12s %20s %17s\n", "case", share_lo, share_hi, "segments",
-                         "mean length", "total pairs", largest);
+  const int64_t half = (r.seq_len + 1) / 2;  // the smallest i with 2i >= L
+  const std::string pairs_half = absl::StrCat("f(i>=", half, ")"), pairs_hi = absl::StrCat("f(i>=", hi, ")");
+  out += absl::StrFormat("%-13s %10s %10s %16s %16s %12s %12s %20s %17s\n", "case", share_lo, share_hi, pairs_half,
+                         pairs_hi, "segments", "mean length", "total pairs", largest);
   for (const PosfreqCase& c : r.cases) {
-    out += absl::StrFormat("%-13s %9.2f%% %9.2f%% %12d %12.1f %20.0f %17d\n", c.name,
-                           100 * c.summary.share_le_half, 100 * c.summary.share_ge_three_quarters, c.segments,
+    out += absl::StrFormat("%-13s %9.2f%% %9.2f%% %16.0f %16.0f %12d %12.1f %20.0f %17d\n", c.name,
+                           100 * c.summary.share_le_half, 100 * c.summary.share_ge_three_quarters,
+                           c.summary.pairs_ge_half, c.summary.pairs_ge_three_quarters, c.segments,
                            c.segments > 0 ? static_cast<double>(r.tokens) / c.segments : 0.0, c.summary.total_pairs,
                            c.summary.largest_i_with_k);
+  }
+  const PosfreqCase* natural = nullptr;
+  const PosfreqCase* joined = nullptr;
+  for (const PosfreqCase& c : r.cases) {
+    if (c.name == "natural") natural = &c;
+    if (c.name == "joined") joined = &c;
+  }
+  if (natural != nullptr && joined != nullptr) {
+    auto ratio = [](double a, double b) { return b > 0 ? absl::StrFormat("%.2fx", a / b) : std::string("inf"); };
+    out += absl::StrFormat("joined / natural over the same %d tokens: %s %s, %s %s\n", r.tokens, pairs_half,
+                           ratio(joined->summary.pairs_ge_half, natural->summary.pairs_ge_half), pairs_hi,
+                           ratio(joined->summary.pairs_ge_three_quarters, natural->summary.pairs_ge_three_quarters));
   }
   return out;
 }
@@ -141,6 +174,8 @@ nlohmann::json PosfreqReportToJson(const PosfreqReport& r) {
                      {"share_le_half", c.summary.share_le_half},
                      {"share_ge_three_quarters", c.summary.share_ge_three_quarters},
                      {"share_ge_half", c.summary.share_ge_half},
+                     {"pairs_ge_half", c.summary.pairs_ge_half},
+                     {"pairs_ge_three_quarters", c.summary.pairs_ge_three_quarters},
                      {"total_pairs", c.summary.total_pairs},
                      {"largest_i_with_k", c.summary.largest_i_with_k},
                      {"histogram", c.counts.ToJson()},
@@ -155,6 +190,7 @@ nlohmann::json PosfreqReportToJson(const PosfreqReport& r) {
           {"k", r.options.k},
           {"shuffle_seed", r.options.shuffle_seed},
           {"uniform_seed", r.options.uniform_seed},
+          {"join_fraction", r.options.join_fraction},
           {"le_half_max_i", PosfreqLowThreshold(r.seq_len)},
           {"ge_three_quarters_min_i", PosfreqHighThreshold(r.seq_len)},
           {"cases", cases}};

@@ -56,6 +56,8 @@ PositionFrequencySummary PositionFrequency::Summarize(double k, int64_t window) 
     if (f[i] >= k && f[i] > 0) s.largest_i_with_k = i;
   }
   s.total_pairs = total;
+  s.pairs_ge_half = ge_half;
+  s.pairs_ge_three_quarters = ge_3q;
   if (total > 0) {
     s.share_ge_half = ge_half / total;
     s.share_ge_three_quarters = ge_3q / total;

@@ -25,6 +25,8 @@ struct PositionFrequencySummary {
   double share_ge_half = 0;      // fraction of pairs with i >= L/2
   double share_ge_three_quarters = 0;  // i >= 3L/4
   double share_le_half = 0;      // i <= L/2 (the paper's "i <= 1024 at L = 2048")
+  double pairs_ge_half = 0;      // Σ_{i >= L/2} f(i): pairs, not a share, to compare
+  double pairs_ge_three_quarters = 0;  // packings over the same tokens; i >= 3L/4
   int64_t largest_i_with_k = -1; // largest i with f(i) >= k
   double k = 0;
 };

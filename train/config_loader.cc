@@ -298,6 +298,13 @@ absl::Status ValidateTrainConfig(const TrainConfig& c) {
   LONGCTX_RETURN_IF_ERROR(Positive("data.seq_len", d.seq_len()));
   LONGCTX_RETURN_IF_ERROR(Positive("data.batch_size", d.batch_size()));
   LONGCTX_RETURN_IF_ERROR(UnitInterval("data.eval_fraction", d.eval_fraction()));
+  if (!(d.join_fraction() >= 0 && d.join_fraction() <= 1))
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.join_fraction: must be in [0, 1] (got ", d.join_fraction(), ")"));
+  if (d.join_fraction() > 0 && !d.document_mask())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.join_fraction: ", d.join_fraction(),
+        " needs data.document_mask: true (without masking every row is already one segment)"));
 
   const OptimConfig& o = c.optim();
   LONGCTX_RETURN_IF_ERROR(NonNegative("optim.lr", o.lr()));

@@ -193,9 +193,10 @@ absl::Status Trainer::CheckResumable(const std::string& dir, const TrainConfig& 
   // The data cursor only means "the next batch" under the same packing settings.
   const DataConfig &a = saved.data(), &b = config_.data();
   if (a.seq_len() != b.seq_len() || a.batch_size() != b.batch_size() || a.document_mask() != b.document_mask() ||
-      a.shuffle_seed() != b.shuffle_seed() || a.eval_fraction() != b.eval_fraction())
+      a.shuffle_seed() != b.shuffle_seed() || a.eval_fraction() != b.eval_fraction() ||
+      a.join_fraction() != b.join_fraction())
     return absl::FailedPreconditionError(absl::StrCat(
-        dir, ": data.seq_len/batch_size/document_mask/shuffle_seed/eval_fraction differ from the "
+        dir, ": data.seq_len/batch_size/document_mask/shuffle_seed/eval_fraction/join_fraction differ from the "
              "checkpoint's; exact resume needs the same packing (use a new out_dir to start over)"));
   // SFT: the schedule cursor only means "the next step" under the same schedule
   // (the .lsft path may move; its size is checked with the cursor below).

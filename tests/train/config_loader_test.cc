@@ -139,6 +139,8 @@ TEST(LoadTrainConfig, ValidationErrorsNameTheField) {
       {"optim.beta1=1", "optim.beta1: must be in [0, 1) (got 1)"},
       {"optim.beta2=-0.5", "optim.beta2: must be in [0, 1) (got -0.5)"},
       {"optim.grad_clip=-1", "optim.grad_clip: must be >= 0 (got -1)"},
+      {"data.join_fraction=1.5", "data.join_fraction: must be in [0, 1] (got 1.5)"},
+      {"data.join_fraction=-0.25", "data.join_fraction: must be in [0, 1] (got -0.25)"},
       {"log_every=0", "log_every: must be > 0 (got 0)"},
       {"ckpt_every=-1", "ckpt_every: must be >= 0 (got -1)"},
       {"backend=tpu", "backend: must be \"cpu\" or \"cuda\" (got \"tpu\")"},
@@ -150,9 +152,14 @@ TEST(LoadTrainConfig, ValidationErrorsNameTheField) {
     ASSERT_FALSE(c.ok()) << tc.override_;
     EXPECT_EQ(Message(c.status()), tc.message) << tc.override_;
   }
+  auto unmasked_join = LoadTrainConfig(path, {"data.join_fraction=0.5", "data.document_mask=false"});
+  ASSERT_FALSE(unmasked_join.ok());
+  EXPECT_EQ(Message(unmasked_join.status()),
+            "data.join_fraction: 0.5 needs data.document_mask: true (without masking every row is already one "
+            "segment)");
   // Edge values that are allowed.
   EXPECT_TRUE(LoadTrainConfig(path, {"optim.lr=0", "optim.min_lr=0", "optim.beta1=0", "ckpt_every=0",
-                                     "optim.grad_clip=0", "backend=cuda"})
+                                     "optim.grad_clip=0", "backend=cuda", "data.join_fraction=1"})
                   .ok());
 }
 

@@ -63,10 +63,11 @@ void AddAttention(CommandTable& table) {
   c->add_option("--json_out", a->json_out, "JSON report to write");
 }
 
-// `longctx analyze posfreq --data FILE --seq_len L [--rows N] [--min_pairs K] [--png OUT] [--json_out OUT]`:
-// the STRING paper's Figure 1 position-frequency cases for a corpus (data/posfreq_analysis.h).
+// `longctx analyze posfreq --data FILE --seq_len L [--rows N] [--min_pairs K] [--join_fraction P] [--png OUT]
+// [--json_out OUT]`: the STRING paper's Figure 1 position-frequency cases for a corpus, and with P > 0 the
+// packer's join mode beside them (data/posfreq_analysis.h).
 int RunAnalyzePosfreqCommand(const std::string& data, int64_t seq_len, int64_t rows, double min_pairs,
-                             const std::string& png, const std::string& json_out) {
+                             double join_fraction, const std::string& png, const std::string& json_out) {
   if (data.empty()) return FailCommand(absl::InvalidArgumentError("--data: give the token file to analyze"));
   absl::StatusOr<TokenFileReader> tokens = TokenFileReader::Open(data);
   if (!tokens.ok()) return FailCommand(tokens.status());
@@ -74,6 +75,7 @@ int RunAnalyzePosfreqCommand(const std::string& data, int64_t seq_len, int64_t r
   opts.seq_len = seq_len;
   opts.rows = rows;
   opts.k = min_pairs;
+  opts.join_fraction = join_fraction;
   absl::StatusOr<PosfreqReport> report = AnalyzePositionFrequency(*tokens, opts);
   if (!report.ok()) return FailCommand(report.status());
   std::printf("%s", FormatPosfreqTable(*report).c_str());
@@ -105,7 +107,8 @@ int RunAnalyzePosfreqCommand(const std::string& data, int64_t seq_len, int64_t r
     const char* const kLabels[] = {"(a) natural", "(b) uniform", "(c) concatenated"};
     for (size_t c = 0; c < report->cases.size(); ++c) {
       const PosfreqCase& pc = report->cases[c];
-      plot.AddSeries(absl::StrFormat("%s: %.1f%% of pairs at i<=%d, %.2f%% at i>=%d", c < 3 ? kLabels[c] : pc.name,
+      const std::string label = c < 3 ? std::string(kLabels[c]) : absl::StrCat("(d) joined, p = ", join_fraction);
+      plot.AddSeries(absl::StrFormat("%s: %.1f%% of pairs at i<=%d, %.2f%% at i>=%d", label,
                                      100 * pc.summary.share_le_half, PosfreqLowThreshold(L),
                                      100 * pc.summary.share_ge_three_quarters, PosfreqHighThreshold(L)),
                      x, NormalizedCounts(pc));
@@ -123,19 +126,22 @@ void AddPosfreq(CommandTable& table) {
   struct Args {
     std::string data, png, json_out;
     int64_t seq_len = 2048, rows = 0;
-    double min_pairs = 1;
+    double min_pairs = 1, join_fraction = 0;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = table.Add(
       {.path = "analyze posfreq",
        .summary = "Position frequency of a corpus (the STRING paper's Figure 1 cases), as a table, JSON and a plot",
        .run = [a](const std::vector<std::string>&) {
-         return RunAnalyzePosfreqCommand(a->data, a->seq_len, a->rows, a->min_pairs, a->png, a->json_out);
+         return RunAnalyzePosfreqCommand(a->data, a->seq_len, a->rows, a->min_pairs, a->join_fraction, a->png,
+                                         a->json_out);
        }});
   c->add_option("--data", a->data, "token file");
   c->add_option("--seq_len", a->seq_len, "training length L");
   c->add_option("--rows", a->rows, "packed rows of L tokens (0 = cover the corpus once)");
   c->add_option("--min_pairs", a->min_pairs, "report the largest i with at least this many pairs");
+  c->add_option("--join_fraction", a->join_fraction,
+                "> 0: add the packer's join mode with this data.join_fraction as a fourth case");
   c->add_option("--png", a->png, "PNG plot to write");
   c->add_option("--json_out", a->json_out, "JSON report to write");
 }

@@ -10,6 +10,7 @@ PackerOptions PackerOptionsFor(const TrainConfig& config, PackerSplit split) {
   o.document_mask = config.data().document_mask();
   o.shuffle_seed = config.data().shuffle_seed();
   o.eval_fraction = config.data().eval_fraction();
+  o.join_fraction = config.data().join_fraction();
   o.split = split;
   return o;
 }
