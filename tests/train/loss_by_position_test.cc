@@ -19,6 +19,7 @@
 #include "tests/support/small_model.h"
 #include "train/device_batch.h"
 #include "train/probe/loss_by_position_probe.h"
+#include "train/report/run_plots.h"
 
 namespace longctx {
 namespace {
@@ -203,6 +204,19 @@ TEST_F(LossByPositionTest, EmptyBucketIsNullInTheEvent) {
   const nlohmann::json ev = LossByPositionEvent(*r, 0);
   EXPECT_TRUE(ev["buckets"][0]["loss"].is_null());
   EXPECT_TRUE(std::isnan(r->buckets[0].mean()));
+}
+
+TEST(LossByPositionPlot, DrawsMeasuredBucketsAndRefusesNone) {
+  absl::StatusOr<LossByPosition> r = MakeLossByPositionBuckets(8, 32);
+  ASSERT_TRUE(r.ok());
+  const nlohmann::json empty = LossByPositionEvent(*r, 3);
+  EXPECT_TRUE(absl::IsNotFound(LossByPositionPlotPng({&empty}, "t").status()));
+  r->buckets[0].loss_sum = 2.0, r->buckets[0].tokens = 1, r->buckets[0].docs = 1;
+  r->buckets[1].loss_sum = 3.0, r->buckets[1].tokens = 2, r->buckets[1].docs = 1;
+  const nlohmann::json ev = LossByPositionEvent(*r, 3);
+  absl::StatusOr<std::string> png = LossByPositionPlotPng({&ev}, "t");
+  ASSERT_TRUE(png.ok()) << png.status();
+  EXPECT_EQ(png->substr(0, 4), "\x89PNG");
 }
 
 TEST(LossByPositionBatch, RefusesPackedDocumentsAndGaps) {
