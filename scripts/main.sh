@@ -4,7 +4,8 @@
 # comment) with the 1-needle NIAH probe every 25 steps, so that the probe's effective
 # length rises from 0 past the 256-token training length within the run (progress
 # lines with ETA, metrics in runs/main/metrics.jsonl, checkpoints in runs/main/step-*,
-# probe heatmaps in runs/main/probe/, a TensorBoard event file in runs/main/), then
+# probe heatmaps in runs/main/probe/, "loss_by_position" events every 50 steps, a
+# TensorBoard event file in runs/main/), then
 # evaluate the final checkpoint with `longctx eval` and plot the run (`longctx plot`:
 # effective length per probe step, eval loss, PNG paths).
 # Extra arguments are config overrides, e.g. scripts/main.sh --steps=50;

@@ -305,6 +305,13 @@ absl::Status ValidateTrainConfig(const TrainConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.join_fraction: ", d.join_fraction(),
         " needs data.document_mask: true (without masking every row is already one segment)"));
+  LONGCTX_RETURN_IF_ERROR(NonNegative("loss_by_position_every", c.loss_by_position_every()));
+  LONGCTX_RETURN_IF_ERROR(Positive("loss_by_position_docs", c.loss_by_position_docs()));
+  LONGCTX_RETURN_IF_ERROR(NonNegative("loss_by_position_max_len", c.loss_by_position_max_len()));
+  if (c.loss_by_position_max_len() > 0 && c.loss_by_position_max_len() < d.seq_len())
+    return absl::InvalidArgumentError(absl::StrCat("loss_by_position_max_len: ", c.loss_by_position_max_len(),
+                                                   " is shorter than data.seq_len ", d.seq_len(),
+                                                   " (the probe reads positions beyond the training length; 0 = 4 x seq_len)"));
 
   const OptimConfig& o = c.optim();
   LONGCTX_RETURN_IF_ERROR(NonNegative("optim.lr", o.lr()));

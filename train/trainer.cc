@@ -21,6 +21,7 @@
 #include "train/hooks/checkpoint_hook.h"
 #include "train/hooks/eval_hook.h"
 #include "train/hooks/full_state_hook.h"
+#include "train/hooks/loss_by_position_hook.h"
 #include "train/hooks/metrics_hook.h"
 #include "train/hooks/posfreq_hook.h"
 #include "train/hooks/probe_hook.h"
@@ -100,6 +101,12 @@ absl::Status Trainer::MakeModel() {
     if (!probe.ok()) return probe.status();
     probe_hook_ = std::move(*probe);
   }
+  if (config_.loss_by_position_every() != 0) {
+    absl::StatusOr<std::unique_ptr<LossByPositionHook>> lbp =
+        LossByPositionHook::Create(config_, data_.tokens.get());
+    if (!lbp.ok()) return lbp.status();
+    loss_by_position_hook_ = std::move(*lbp);
+  }
   return absl::OkStatus();
 }
 
@@ -176,6 +183,7 @@ void Trainer::RegisterHooks() {
   hooks_.push_back(std::make_unique<MetricsHook>());
   hooks_.push_back(std::make_unique<PositionFrequencyHook>());
   if (data_.has_eval) hooks_.push_back(std::make_unique<EvalHook>(data_.tokens.get()));
+  if (loss_by_position_hook_ != nullptr) hooks_.push_back(std::move(loss_by_position_hook_));
   // ZERO1/FSDP: full parameters on every rank around the probe (a save gathers nothing).
   if (strategy_->sharded()) hooks_.push_back(std::make_unique<GatherFullStateHook>(strategy_.get()));
   if (probe_hook_ != nullptr) hooks_.push_back(std::move(probe_hook_));

@@ -102,6 +102,7 @@ class Trainer {
   // The periodic probe's hook is made in Create (it validates the settings
   // then); registered with the others.
   std::unique_ptr<Hook> probe_hook_;
+  std::unique_ptr<Hook> loss_by_position_hook_;  // likewise (loss_by_position_every)
   std::vector<std::unique_ptr<Hook>> hooks_;
   std::optional<MetricsWriter> metrics_;
   // Rank 0: this job's exclusive hold on out_dir (train/checkpoint/out_dir_lock.h).

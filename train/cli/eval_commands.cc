@@ -4,10 +4,12 @@
 // (command_table.h). All three load the checkpoint the same way
 // (train/setup/loaded_checkpoint.h) and take the same STRING flags; generate's
 // and probe's `--seed` are their own sampling / trial seeds, not TrainConfig's.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,8 +38,10 @@
 #include "train/evaluate.h"
 #include "train/probe/niah_probe.h"
 #include "train/probe/niah_probe_model.h"
+#include "train/probe/loss_by_position_probe.h"
 #include "train/probe/niah_probe_report.h"
 #include "train/probe/teacher_forced_recall.h"
+#include "train/report/run_plots.h"
 #include "train/report/progress.h"
 #include "train/setup/loaded_checkpoint.h"
 #include "train/setup/niah_probe_config.h"
@@ -127,19 +131,86 @@ int RunEvalCommand(const std::string& checkpoint, const std::string& data, const
   return 0;
 }
 
+// `longctx eval --checkpoint DIR --loss_by_position [--max_len N] [--docs N] [--png F] [--string ...]`:
+// the loss-by-position probe (train/probe/loss_by_position_probe.h) of a checkpoint on the eval split
+// of its data; the metrics event as one JSON line (what the trainer's loss_by_position_every writes).
+struct LossByPositionArgs {
+  std::string checkpoint, data, png;
+  int64_t max_len = 0;  // 0: the run's loss_by_position_max_len, or 4 x data.seq_len
+  int docs = 0;         // 0: the run's loss_by_position_docs
+  StringOptions string;
+};
+
+int RunLossByPositionCommand(const LossByPositionArgs& a) {
+  absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpointForEval(a.checkpoint, a.data);
+  if (!loaded.ok()) return FailCommand(loaded.status());
+  const TrainConfig& config = loaded->config;
+  absl::StatusOr<StringOptions> string_options = ResolveStringOptions(a.string, config);
+  if (!string_options.ok()) return FailCommand(string_options.status());
+  if (absl::Status st = loaded->model->SetStringOptions(*string_options); !st.ok()) return FailCommand(st);
+  LossByPositionSettings s;
+  s.train_len = config.data().seq_len();
+  s.max_len = a.max_len > 0 ? a.max_len
+                            : (config.loss_by_position_max_len() > 0 ? config.loss_by_position_max_len() : 4 * s.train_len);
+  s.max_docs = a.docs > 0 ? a.docs : config.loss_by_position_docs();
+  s.tokens_per_forward = std::max<int64_t>(s.max_len, int64_t{config.data().seq_len()} * config.data().batch_size());
+  if (a.max_len < 0 || a.docs < 0)
+    return FailCommand(absl::InvalidArgumentError(absl::StrCat("--max_len (", a.max_len, ") and --docs (", a.docs,
+                                                               ") must be >= 0 (0 = the run's setting)")));
+  if (absl::Status st = ValidateLossByPositionSettings(s, "--"); !st.ok()) return FailCommand(st);
+  const std::vector<uint32_t> eval_docs =
+      SplitDocuments(*loaded->tokens, config.data().eval_fraction(), /*eval_split=*/true);
+  const std::vector<uint32_t> docs = LongDocuments(*loaded->tokens, eval_docs, s.train_len, s.max_docs);
+  DeviceBatch device_batch(loaded->backend.get());
+  absl::StatusOr<LossByPosition> r = RunLossByPosition(*loaded->model, device_batch, *loaded->tokens, docs, s);
+  if (!r.ok()) return FailCommand(r.status());
+  absl::StatusOr<nlohmann::json> state = LoadTrainerState(a.checkpoint);
+  nlohmann::json j = LossByPositionEvent(*r, state.ok() ? state->value("step", int64_t{0}) : 0);
+  j["checkpoint"] = a.checkpoint;
+  if (string_options->enabled)
+    j["string"] = {{"s", string_options->s}, {"w", string_options->w}, {"rope_scale", string_options->rope_scale}};
+  if (!a.png.empty()) {
+    absl::StatusOr<std::string> png = LossByPositionPlotPng(
+        {&j}, absl::StrFormat("%s: loss by position, step %d%s", loaded->dims.name, j["step"].get<int64_t>(),
+                              string_options->enabled ? " (STRING)" : ""));
+    if (!png.ok()) return FailCommand(png.status());
+    std::ofstream out(a.png, std::ios::binary);
+    out.write(png->data(), static_cast<std::streamsize>(png->size()));
+    if (!out) return FailCommand(absl::UnavailableError(absl::StrCat("cannot write ", a.png)));
+  }
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
 void AddEval(CommandTable& table) {
   struct Args {
     std::string checkpoint, data, batch = "eval";
     int eval_batches = 0;
     StringOptions string;
+    bool loss_by_position = false;
+    LossByPositionArgs lbp;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = table.Add(
       {.path = "eval",
        .summary = "Mean loss of a checkpoint on the eval split or its last training batch (one JSON line)",
+       .notes = "--loss_by_position: instead, the mean loss of long eval documents per position bucket\n"
+                "(0-L/8, ..., L/2-L, L-2L, 2L-4L up to --max_len; L = the run's data.seq_len).",
        .run = [a](const std::vector<std::string>&) {
+         if (a->loss_by_position) {
+           a->lbp.checkpoint = a->checkpoint;
+           a->lbp.data = a->data;
+           a->lbp.string = a->string;
+           return RunLossByPositionCommand(a->lbp);
+         }
+         if (a->lbp.max_len != 0 || a->lbp.docs != 0 || !a->lbp.png.empty())
+           return FailCommand(absl::InvalidArgumentError("--max_len, --docs and --png need --loss_by_position"));
          return RunEvalCommand(a->checkpoint, a->data, a->batch, a->eval_batches, a->string);
        }});
+  c->add_flag("--loss_by_position", a->loss_by_position, "mean loss per position bucket of long eval documents");
+  c->add_option("--max_len", a->lbp.max_len, "--loss_by_position: positions probed (0 = the run's setting, 4 x seq_len)");
+  c->add_option("--docs", a->lbp.docs, "--loss_by_position: documents longer than seq_len read (0 = the run's setting)");
+  c->add_option("--png", a->lbp.png, "--loss_by_position: plot of the curve to write");
   c->add_option("--checkpoint", a->checkpoint, "checkpoint directory (runs/NAME/step-NNNNNNNN)");
   c->add_option("--data", a->data, "token file (default: the checkpoint's data.path)");
   c->add_option("--batch", a->batch, "'eval' (eval split) or 'last_train' (the last training batch)");

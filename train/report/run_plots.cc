@@ -68,6 +68,31 @@ absl::StatusOr<std::string> PosfreqPlotPng(const Json& ev, const std::string& ti
   return Png(plot);
 }
 
+absl::StatusOr<std::string> LossByPositionPlotPng(const std::vector<const Json*>& events, const std::string& title) {
+  LinePlotOptions o;
+  o.title = title;
+  o.x_label = "position in the document (bucket middle)";
+  o.y_label = "mean next-token loss (nats)";
+  LinePlot plot(o);
+  int64_t train_len = 0;
+  bool any = false;
+  for (const Json* e : events) {
+    std::vector<double> x, y;
+    for (const Json& b : e->value("buckets", Json::array())) {
+      if (!IsNumber(b, "lo") || !IsNumber(b, "hi") || !IsNumber(b, "loss")) continue;
+      x.push_back(0.5 * (b["lo"].get<double>() + b["hi"].get<double>()));
+      y.push_back(b["loss"].get<double>());
+    }
+    if (x.empty()) continue;
+    any = true;
+    if (IsNumber(*e, "train_len")) train_len = (*e)["train_len"].get<int64_t>();
+    plot.AddSeries(absl::StrCat("step ", e->value("step", int64_t{0})), std::move(x), std::move(y));
+  }
+  if (!any) return absl::NotFoundError("no loss_by_position event with a measured bucket");
+  if (train_len > 0) plot.AddMarker(static_cast<double>(train_len), absl::StrCat("L = ", train_len));
+  return Png(plot);
+}
+
 std::set<int64_t> PassRateStepsToPlot(const std::map<int64_t, std::map<int64_t, double>>& pass_rate) {
   std::vector<int64_t> steps;
   for (const auto& [step, c] : pass_rate) steps.push_back(step);
@@ -94,6 +119,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
   Curve eff_low, eff_high;
   std::map<std::pair<int, int64_t>, Curve> recall;  // (needles, length) -> step -> teacher-forced log-prob
   const Json* last_posfreq = nullptr;
+  std::map<int64_t, const Json*> loss_by_position;  // step -> its last event
   for (const Json& e : events) {
     const std::string kind = e.value("kind", "");
     if (!IsNumber(e, "step")) continue;
@@ -125,6 +151,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
       }
     }
     if (kind == "posfreq") last_posfreq = &e;
+    if (kind == "loss_by_position") loss_by_position[step] = &e;
   }
   if (train_loss.empty()) return absl::NotFoundError("no \"train\" event in the metrics");
   std::vector<std::pair<std::string, std::string>> out;
@@ -231,6 +258,20 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(
     absl::StatusOr<std::string> png = Png(plot);
     if (!png.ok()) return png.status();
     out.emplace_back("teacher_forced.png", std::move(*png));
+  }
+  if (!loss_by_position.empty()) {
+    std::map<int64_t, std::map<int64_t, double>> steps;  // the step choice only looks at the keys
+    for (const auto& [step, e] : loss_by_position) steps[step];
+    const std::set<int64_t> shown = PassRateStepsToPlot(steps);
+    std::vector<const Json*> chosen;
+    for (const auto& [step, e] : loss_by_position)
+      if (shown.count(step) != 0) chosen.push_back(e);
+    std::string title = absl::StrCat(run_name, ": loss by position");
+    if (shown.size() < loss_by_position.size())
+      absl::StrAppend(&title, " (", shown.size(), " of ", loss_by_position.size(), " probes)");
+    absl::StatusOr<std::string> png = LossByPositionPlotPng(chosen, title);
+    if (png.ok()) out.emplace_back("loss_by_position.png", std::move(*png));
+    else if (!absl::IsNotFound(png.status())) return png.status();
   }
   if (last_posfreq != nullptr) {
     absl::StatusOr<std::string> png = PosfreqPlotPng(

@@ -27,11 +27,19 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadMetricsJsonl(const std::string& 
 // layer per relative distance (bin averages, log y), one series per layer kind.
 absl::StatusOr<std::string> PosfreqPlotPng(const nlohmann::json& posfreq_event, const std::string& title);
 
+// PNG bytes of the loss-by-position curves: mean loss per position bucket
+// (drawn at the bucket's middle) for each "loss_by_position" event given
+// (one series per step), a marker at the training length. Error: no event
+// with a bucket that has a loss.
+absl::StatusOr<std::string> LossByPositionPlotPng(const std::vector<const nlohmann::json*>& events,
+                                                  const std::string& title);
+
 // The run's plots as (file name, PNG bytes): "loss.png" (train and eval loss),
 // "effective_length.png" (with the low / high effective lengths when the
 // events have them), "pass_rate.png" (Wilson error bars likewise),
 // "teacher_forced.png" (per needle count and length, the teacher-forced
-// answer-digit log-prob by step, when probes ran it), "posfreq.png" (last posfreq event);
+// answer-digit log-prob by step, when probes ran it), "loss_by_position.png"
+// (up to 10 probe steps, PassRateStepsToPlot's choice), "posfreq.png" (last posfreq event);
 // a plot whose events are absent is left out. train_len > 0 draws the training
 // length on the effective-length plot. Error: no "train" event at all.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RenderRunPlots(

@@ -86,6 +86,16 @@ absl::Status WriteMetricsEventToTensorBoard(EventFileWriter& w, const Json& ev, 
       const std::string png((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       if (st = w.AddImagePng("probe/heatmap", step, png); !st.ok()) return st;
     }
+  } else if (kind == "loss_by_position") {
+    for (const Json& b : ev.value("buckets", Json::array())) {
+      if (!IsNumber(b, "lo") || !IsNumber(b, "hi")) continue;
+      const std::string tag = absl::StrCat("loss_by_position/pos_", b["lo"].get<int64_t>(), "_", b["hi"].get<int64_t>());
+      if (st = scalar(tag, b, "loss"); !st.ok()) return st;
+    }
+    absl::StatusOr<std::string> png =
+        LossByPositionPlotPng({&ev}, absl::StrCat("loss by position at step ", step));
+    if (png.ok()) return w.AddImagePng("loss_by_position/plot", step, *png);
+    if (!absl::IsNotFound(png.status())) return png.status();
   } else if (kind == "posfreq") {
     bool any = false;
     for (const char* k : {"full", "sliding"}) {

@@ -6,6 +6,8 @@
 //   eval    -> eval/loss
 //   probe   -> probe/effective_length, probe/pass_rate/len_<L>,
 //              probe/answer_loss/len_<L>, image probe/heatmap (out_dir/probe/step-N.png)
+//   loss_by_position -> loss_by_position/pos_<lo>_<hi> (mean loss per bucket),
+//              image loss_by_position/plot
 //   posfreq -> posfreq/<full|sliding>/share_ge_half, .../share_ge_three_quarters,
 //              .../share_le_half, histogram posfreq/<kind>/distance (pair counts
 //              per relative distance bin), image posfreq/plot

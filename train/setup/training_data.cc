@@ -86,6 +86,11 @@ absl::StatusOr<TrainingInputs> OpenTrainingInputs(const TrainConfig& config, con
       return absl::InvalidArgumentError(absl::StrCat(
           "probe_every: ", config.probe_every(),
           " draws the probe's haystacks from data.path, which is empty; set data.path to a token file or probe_every=0"));
+    if (config.loss_by_position_every() != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loss_by_position_every: ", config.loss_by_position_every(),
+          " reads eval documents of data.path, which is empty; set data.path to a token file or "
+          "loss_by_position_every=0"));
     if (config.eval_every() != 0)
       return absl::InvalidArgumentError(absl::StrCat(
           "eval_every: ", config.eval_every(),
