@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct Case {
   std::string name;
   int cp = 2, chunk_len = 72, window = 0;
   uint32_t seed = 1;
+  friend void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 };
 
 std::vector<int32_t> RandomDocuments(int t, int chunk_len, std::mt19937& rng) {
@@ -145,7 +147,9 @@ void CheckCase(const Case& c) {
       for (int64_t j = from; j < q0; ++j) want += layout.OwnerOf(j / L) != r;
     }
     EXPECT_EQ(st.keys_fetched, want) << c.name << " rank " << r;
-    if (c.window > 0) EXPECT_LE(st.keys_fetched, 2 * (c.window - 1)) << "a window layer fetches only halos";
+    if (c.window > 0) {
+      EXPECT_LE(st.keys_fetched, 2 * (c.window - 1)) << "a window layer fetches only halos";
+    }
   }
   exchange.ResetCounts();
   for (int r = 0; r < c.cp; ++r) {
