@@ -31,6 +31,11 @@ struct AttentionArgs {
   // Forward only (inference):
   Tensor cu_seqlens_k;  // I32 [num_segments + 1], cu_k[last] = Nk; unset = cu_seqlens
   int diagonal_offset = 0;
+  // Context parallelism (forward and backward; CPU only): with query_offset_set
+  // (and cu_seqlens_k), query row i sits at key index i + query_offset in
+  // every segment, instead of bottom-right.
+  bool query_offset_set = false;
+  int64_t query_offset = 0;
   // Backward only (dq, dk, dv overwritten; row-strided allowed):
   Tensor d_o, dq, dk, dv;
 };
@@ -40,6 +45,9 @@ struct AttentionArgs {
 template <class T>
 struct AttentionView {
   int64_t n = 0, heads = 0, kv_heads = 0, d = 0, group = 0;
+  int64_t nk = 0;  // key rows (== n unless cu_seqlens_k is set)
+  bool offset_aligned = false;  // query_offset_set
+  int64_t query_offset = 0;
   int64_t segments = 0;
   math::AttentionMask mask;  // window and diagonal_offset
   T scale = T(0);
@@ -62,6 +70,9 @@ AttentionView<T> UnpackAttention(const AttentionArgs& a, bool backward) {
   c.heads = a.q.shape[1];
   c.d = a.q.shape[2];
   c.kv_heads = a.k.shape[1];
+  c.nk = a.k.shape[0];
+  c.offset_aligned = a.query_offset_set;
+  c.query_offset = a.query_offset;
   c.group = c.heads / c.kv_heads;
   c.segments = a.cu_seqlens.shape[0] - 1;
   c.mask.window = a.window;

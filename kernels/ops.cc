@@ -158,8 +158,11 @@ absl::Status AttentionParams::Validate(bool backward) const {
   if (window < 0) return Bad(op, "window must be >= 0");
   if (scale < 0) return Bad(op, "scale must be >= 0");
   if (diagonal_offset < 0) return Bad(op, "diagonal_offset must be >= 0");
+  if (query_offset_set && !cu_seqlens_k.defined())
+    return Bad(op, "query_offset_set needs cu_seqlens_k (the keys' own segments)");
   if (cu_seqlens_k.defined()) {
-    if (backward) return Bad(op, "cu_seqlens_k is forward-only (inference)");
+    if (backward && !query_offset_set)
+      return Bad(op, "cu_seqlens_k is forward-only (inference) unless query_offset_set (context parallelism)");
     if (cu_seqlens_k.dtype != DType::kI32 || cu_seqlens_k.ndim != 1 || cu_seqlens_k.shape[0] != cu_seqlens.shape[0])
       return Bad(op, absl::StrCat("cu_seqlens_k must be I32 [", cu_seqlens.shape[0], "] like cu_seqlens"));
     if (cu_seqlens_k.device == Device::kCpu) {
@@ -170,7 +173,7 @@ absl::Status AttentionParams::Validate(bool backward) const {
         if (ck[i] < ck[i - 1]) return Bad(op, absl::StrCat("cu_seqlens_k decreases at ", i));
         if (cu_seqlens.device == Device::kCpu) {
           const int32_t* cq = cu_seqlens.as<int32_t>();
-          if (ck[i] - ck[i - 1] < cq[i] - cq[i - 1])
+          if (!query_offset_set && ck[i] - ck[i - 1] < cq[i] - cq[i - 1])
             return Bad(op, absl::StrCat("segment ", i - 1, " has ", cq[i] - cq[i - 1], " queries but only ",
                                         ck[i] - ck[i - 1], " keys"));
         }
@@ -187,7 +190,7 @@ absl::Status AttentionParams::Validate(bool backward) const {
     if (t->shape[0] != n || t->shape[1] != h || t->shape[2] != d || t->dtype != q.dtype)
       return Bad(op, absl::StrCat("d_o/dq must match q: ", t->DebugString()));
   for (const Tensor* t : {&dk, &dv})
-    if (t->shape[0] != n || t->shape[1] != hkv || t->shape[2] != d || t->dtype != q.dtype)
+    if (t->shape[0] != nk || t->shape[1] != hkv || t->shape[2] != d || t->dtype != q.dtype)
       return Bad(op, absl::StrCat("dk/dv must match k: ", t->DebugString()));
   return absl::OkStatus();
 }

@@ -98,13 +98,27 @@ struct SwiGluParams {
 // i - w < j <= i (itself and its w-1 predecessors); w = 0: all j <= i.
 // Query head h reads kv head h / (num_heads / num_kv_heads).
 // Forward only (inference: KV-cache decode, chunked prefill, STRING); the
-// backward requires both unset. With cu_seqlens_k set, k and v have their
+// backward requires both unset (cu_seqlens_k is allowed with query_offset_set,
+// below). With cu_seqlens_k set, k and v have their
 // own rows (Nk) and segments: segment s has Lq queries and Lk >= Lq keys,
 // aligned bottom-right (query r of the segment sits at key index
 // Lk - Lq + r, so the last query is the last key). diagonal_offset o >= 0:
 // a query at key index i sees keys j <= i - o (and j > i - window with a
 // window, measured from i as always); a row that sees no key gets o = 0 and
 // lse = -inf.
+// Context parallelism (forward and backward, CPU backend): q holds tokens
+// [q0, q1) of a row and k, v tokens [k0, k1) of the same row, possibly at
+// other positions; segment s pairs the queries of one document
+// [cu_seqlens[s], cu_seqlens[s+1]) with its keys [cu_seqlens_k[s],
+// cu_seqlens_k[s+1]) (either side may be empty, any lengths). With
+// query_offset_set and query_offset = q0 - k0, query row i sits at key index
+// i + query_offset (its global row index minus k0), so the causal and window
+// rule holds by global index: query row i sees key row j of its segment iff
+// j <= i + query_offset and (window == 0 or j > i + query_offset - window).
+// Requires cu_seqlens_k; the backward then takes the lse and o of the whole
+// attention (all blocks merged) as flash attention does, and returns dq for
+// this block's keys only and dk, dv [Nk] (kernels/context_attention.h builds
+// these segments from a row's documents).
 // The fields are those of AttentionArgs (kernels/attention_args.h), shared
 // with the CUDA half of that backend, which cannot include this header; the
 // visibility rule above is kernels/math/attention_visibility.h.

@@ -113,8 +113,11 @@ void ForwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   const int64_t d = c.d, g = it.head / c.group, i0 = it.begin;
   const int nq = static_cast<int>(it.end - i0), nh = static_cast<int>(it.heads);
   // Key index of the first query; the item's keys are those its first query
-  // sees onward, up to one past the last key its last query sees.
-  const int64_t p0 = i0 + it.shift, k_end = math::EndVisibleKey(c.mask, it.end - 1 + it.shift);
+  // sees onward, up to one past the last key its last query sees (and not
+  // past the segment's keys: with offset alignment the queries may lie
+  // beyond them).
+  const int64_t p0 = i0 + it.shift,
+                k_end = std::min<int64_t>(math::EndVisibleKey(c.mask, it.end - 1 + it.shift), it.seg_end);
   T* __restrict st = w.s.data();
   for (int x = 0; x < nh; ++x) {
     LoadTransposed(K, c.q + i0 * c.sq + (it.head + x) * d, c.sq, nq, d, c.scale, kBlockQ,
@@ -180,6 +183,9 @@ template <class T>
 void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   const AttentionTileKernels<T>& K = *c.tiles;
   const int64_t d = c.d, h = it.head, g = h / c.group, sb = it.seg_begin, se = it.seg_end;
+  // The segment's queries in key-index coordinates, [qb, qe) (training: the
+  // keys' own [sb, se)); key index p is query row p - shift.
+  const int64_t shift = it.shift, qb = it.q_begin + shift, qe = it.q_end + shift;
   const int di = static_cast<int>(d);
   const T* lse = c.lse + h * c.slse;
   const T* drow = c.drow + h * c.n;
@@ -187,9 +193,9 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   int* rb = w.rb.data();
   // Scaled Q and dO of this segment and head, dense rows, and the dQ
   // accumulator (zeroed): row u (from the segment's start) at u % ring.
-  const int64_t len = se - sb;
+  const int64_t len = qe - qb;
   const bool one_part = c.key_parts == 1;
-  const int64_t ring = one_part ? BackwardRingRows(c, sb, se, it.begin, it.end) : len;
+  const int64_t ring = one_part && !c.offset_aligned ? BackwardRingRows(c, sb, se, it.begin, it.end) : len;
   if (ring < len) backward_ring_wraps.fetch_add(1, std::memory_order_relaxed);
   w.qs.resize(static_cast<size_t>(ring * d));
   w.dos.resize(w.qs.size());
@@ -198,10 +204,10 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   auto stage = [&](int64_t hi) {
     for (; staged < hi; ++staged) {
       const int64_t at = staged % ring;
-      const T* qrow = c.q + (sb + staged) * c.sq + h * d;
+      const T* qrow = c.q + (it.q_begin + staged) * c.sq + h * d;
       T* qsrow = w.qs.data() + at * d;
       for (int64_t x = 0; x < d; ++x) qsrow[x] = c.scale * qrow[x];
-      std::copy_n(c.d_o + (sb + staged) * c.sdo + h * d, d, w.dos.data() + at * d);
+      std::copy_n(c.d_o + (it.q_begin + staged) * c.sdo + h * d, d, w.dos.data() + at * d);
       std::fill_n(w.dqa.data() + at * d, d, T(0));
     }
   };
@@ -215,11 +221,12 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
   KeyBlock blocks[kBackwardGroup];
   // The item's keys: the segment's, or its key part's (SegmentKeyParts).
   for (int64_t g0 = it.begin; g0 < it.end;) {
-    const int nb = NextKeyGroup(c, sb, se, g0, kBlockK, kBackwardGroup, 0, blocks, it.end);
+    // (NextKeyGroup's query bounds are the queries', its key range the item's.)
+    const int nb = NextKeyGroup(c, qb, qe, g0, kBlockK, kBackwardGroup, 0, blocks, it.end);
     const int64_t tlo = blocks[0].qlo;
     int64_t thi = 0;
     for (int b = 0; b < nb; ++b) thi = std::max(thi, blocks[b].qhi);
-    stage(std::min(len, thi - sb));
+    stage(std::min(len, thi - qb));
     for (int b = 0; b < nb; ++b) {
       const int64_t j0 = blocks[b].j0;
       const int nk = blocks[b].nk;
@@ -232,7 +239,7 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
       std::fill_n(w.dva.data() + off, nk * d, T(0));
     }
     for (int64_t t0 = tlo; t0 < thi; t0 += kBlockQ) {
-      const int64_t at = (t0 - sb) % ring;
+      const int64_t at = (t0 - qb) % ring;
       const T* qsb = w.qs.data() + at * d;
       const T* dob = w.dos.data() + at * d;
       T* dqb = w.dqa.data() + at * d;
@@ -250,7 +257,7 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
           ra[r] = rr.a;
           rb[r] = rr.b;
         }
-        K.tile_backward(s, dp, nq, kBlockK, nk, ra, rb, lse + t0, drow + t0);      // s = P, dp = dS
+        K.tile_backward(s, dp, nq, kBlockK, nk, ra, rb, lse + (t0 - shift), drow + (t0 - shift));      // s = P, dp = dS
         K.gemm(nk, di, nq, s, 1, kBlockK, dob, d, w.dva.data() + off, d, true);    // dV += Pᵀ dO
         K.gemm(nk, di, nq, dp, 1, kBlockK, qsb, d, w.dka.data() + off, d, true);   // dK += dSᵀ Qs
         K.gemm(nq, di, nk, dp, kBlockK, 1, w.kd.data() + off, d, dqb, d, true);    // dQ += dS K
@@ -263,7 +270,7 @@ void BackwardItem(const Ctx<T>& c, const Item& it, Scratch<T>& w) {
     g0 = blocks[nb - 1].j0 + blocks[nb - 1].nk;
     // Queries before the next group's first key see no later key (the
     // backward has no diagonal offset).
-    if (one_part) write(std::min(len, g0 - sb));
+    if (one_part) write(std::min(len, g0 - qb));
   }
   if (one_part) {
     stage(len);  // rows no key block reached (none in a causal segment): dQ 0
@@ -294,7 +301,8 @@ void Forward(const AttentionParams& p, const AttentionConfig& config) {
       return;
     }
   }
-  RunItems<Scratch<T>>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads, c.group), ForwardItem<T>);
+  RunItems<Scratch<T>>(c, MakeForwardItems(c.cu, c.cu_k, c.segments, kBlockQ, c.heads, c.group, c.offset_aligned, c.query_offset),
+                       ForwardItem<T>);
 }
 
 // o . dO of one row in double, dO rounded to bf16 first when kBf16DO (float
@@ -353,7 +361,10 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
   // thread's share of the work (the same for both drivers, so their results
   // stay equal).
   static thread_local LineVector<T> kept_dq_part;
-  const std::vector<int> segment_parts = SegmentKeyParts(c, threads, config.backward_key_parts);
+  // (Offset-aligned blocks keep one key part: SegmentKeyParts counts a
+  // segment's work on one index space.)
+  const std::vector<int> segment_parts =
+      c.offset_aligned ? std::vector<int>() : SegmentKeyParts(c, threads, config.backward_key_parts);
   c.key_parts = segment_parts.empty() ? 1 : *std::max_element(segment_parts.begin(), segment_parts.end());
   if (c.key_parts > 1) {
     c.segment_parts = segment_parts.data();
@@ -361,7 +372,7 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
     c.dq_part = kept_dq_part.data();
   }
   if (c.group > 1 && !keys_direct) {
-    dk_part.resize(static_cast<size_t>(heads * n * d));
+    dk_part.resize(static_cast<size_t>(heads * c.nk * d));
     dv_part.resize(dk_part.size());
     c.dk_part = dk_part.data();
     c.dv_part = dv_part.data();
@@ -380,21 +391,21 @@ void Backward(const AttentionParams& p, const AttentionConfig& config) {
   CombineDqParts(c);
   if (c.group == 1 || keys_direct) return;  // (keys_direct: the items wrote dK, dV)
   // dK, dV of kv head g = the partials of its query heads, summed in head order.
-  const int64_t group = c.group, kv_heads = c.kv_heads;
+  const int64_t group = c.group, kv_heads = c.kv_heads, nk = c.nk;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < nk; ++i)
     for (int64_t g = 0; g < kv_heads; ++g) {
       T* dkrow = c.dk + i * c.sdk + g * d;
       T* dvrow = c.dv + i * c.sdv + g * d;
-      const T* pk = c.dk_part + ((g * group) * n + i) * d;
-      const T* pv = c.dv_part + ((g * group) * n + i) * d;
+      const T* pk = c.dk_part + ((g * group) * nk + i) * d;
+      const T* pv = c.dv_part + ((g * group) * nk + i) * d;
       for (int64_t x = 0; x < d; ++x) {
         dkrow[x] = pk[x];
         dvrow[x] = pv[x];
       }
       for (int64_t hh = 1; hh < group; ++hh) {
-        pk += n * d;
-        pv += n * d;
+        pk += nk * d;
+        pv += nk * d;
         for (int64_t x = 0; x < d; ++x) {
           dkrow[x] += pk[x];
           dvrow[x] += pv[x];

@@ -68,12 +68,16 @@ struct Ctx : AttentionView<T> {
 // the heads it is computed for, [head, head + heads). Forward items: rows are
 // queries, the segment bounds are those of the keys, and query row i sits at
 // key index i + shift (0 unless the keys have their own segments).
+// Backward items: the segment bounds are its keys', [q_begin, q_end) its
+// query rows, query row i at key index i + shift (training: the same rows,
+// shift 0; context parallelism: AttentionParams::query_offset).
 struct Item {
   int64_t seg_begin, seg_end, begin, end;
   int64_t head;
   int64_t shift = 0;
   int64_t heads = 1;
   int part = 0;  // backward: which key part [begin, end) of its segment (SegmentKeyParts)
+  int64_t q_begin = 0, q_end = 0;  // backward: the segment's query rows
 };
 
 // Query heads per forward item at most: the query heads of one kv head that
@@ -91,15 +95,18 @@ constexpr int kMaxForwardHeads = 4;
 // share one kv head's keys, and the keys in cache are one kv head's, not all
 // of them — at 16,384 tokens the K, V of all kv heads of ref-b (32 MiB)
 // outgrow a 32 MiB L3, one kv head's do not.
+// offset_aligned: every segment's shift is query_offset (context
+// parallelism, AttentionParams) instead of bottom-right.
 inline std::vector<Item> MakeForwardItems(const int32_t* cu, const int32_t* cu_k, int64_t segments, int block,
-                                          int64_t heads, int64_t group) {
+                                          int64_t heads, int64_t group, bool offset_aligned = false,
+                                          int64_t query_offset = 0) {
   std::vector<Item> items;
   for (int64_t s = 0; s < segments; ++s)
     for (int64_t g = 0; g < heads / group; ++g)
       for (int64_t b = cu[s]; b < cu[s + 1]; b += block)
         for (int64_t h = g * group; h < (g + 1) * group; h += kMaxForwardHeads)
           items.push_back({cu_k[s], cu_k[s + 1], b, std::min<int64_t>(b + block, cu[s + 1]), h,
-                           math::QueryKeyShift(cu[s + 1], cu_k[s + 1]),
+                           offset_aligned ? query_offset : math::QueryKeyShift(cu[s + 1], cu_k[s + 1]),
                            std::min<int64_t>(kMaxForwardHeads, (g + 1) * group - h)});
   return items;
 }
@@ -108,12 +115,17 @@ inline std::vector<Item> MakeForwardItems(const int32_t* cu, const int32_t* cu_k
 // dynamic schedule balances (the order does not change any result); with
 // heads_per_item = the GQA group (the packed driver's keys_direct), one item
 // per (segment, kv head) holding its query heads.
+// With cu_k (context parallelism), an item's keys are segment s of cu_k and
+// its queries segment s of cu, query row i at key index i + shift.
 inline std::vector<Item> MakeBackwardItems(const int32_t* cu, int64_t segments, int64_t heads,
-                                           int64_t heads_per_item = 1) {
+                                           int64_t heads_per_item = 1, const int32_t* cu_k = nullptr,
+                                           int64_t shift = 0) {
   std::vector<Item> items;
+  const int32_t* keys = cu_k != nullptr ? cu_k : cu;
   for (int64_t s = 0; s < segments; ++s)
     for (int64_t h = 0; h < heads; h += heads_per_item)
-      items.push_back({cu[s], cu[s + 1], cu[s], cu[s + 1], h, 0, heads_per_item});
+      items.push_back({keys[s], keys[s + 1], keys[s], keys[s + 1], h, cu_k != nullptr ? shift : 0, heads_per_item, 0,
+                       cu[s], cu[s + 1]});
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.seg_end - a.seg_begin > b.seg_end - b.seg_begin; });
   return items;
@@ -216,6 +228,8 @@ RowRange KeyPartRows(const Ctx<T>& c, int64_t sb, int64_t se, int64_t k0, int64_
 // part's keys (the whole segment with one part).
 template <class T>
 std::vector<Item> MakeBackwardPartItems(const Ctx<T>& c, int64_t heads_per_item) {
+  if (c.offset_aligned)  // (never with key parts: Backward keeps one)
+    return MakeBackwardItems(c.cu, c.segments, c.heads, heads_per_item, c.cu_k, c.query_offset);
   if (c.key_parts == 1) return MakeBackwardItems(c.cu, c.segments, c.heads, heads_per_item);
   std::vector<Item> items;
   for (int64_t s = 0; s < c.segments; ++s) {
@@ -224,7 +238,8 @@ std::vector<Item> MakeBackwardPartItems(const Ctx<T>& c, int64_t heads_per_item)
     const std::vector<int64_t> bounds = KeyPartBounds(c, sb, se, np);
     for (int64_t h = 0; h < c.heads; h += heads_per_item)
       for (int p = 0; p < np; ++p)
-        if (bounds[p] < bounds[p + 1]) items.push_back({sb, se, bounds[p], bounds[p + 1], h, 0, heads_per_item, p});
+        if (bounds[p] < bounds[p + 1])
+          items.push_back({sb, se, bounds[p], bounds[p + 1], h, 0, heads_per_item, p, sb, se});
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.seg_end - a.seg_begin > b.seg_end - b.seg_begin; });
@@ -391,15 +406,15 @@ struct OnlineSoftmax {
 };
 
 // Where a backward item's dK, dV rows go: the outputs, or this query head's
-// partial ([n][d], row stride d) when the kv heads are shared (GQA).
+// partial ([nk][d], row stride d) when the kv heads are shared (GQA).
 template <class T>
 struct KeyBlockDestination {
   T *dk, *dv;
   int64_t sdk, sdv;  // row strides
   KeyBlockDestination(const Ctx<T>& c, const Item& it) {
     const int64_t d = c.d, h = it.head, g = h / c.group;
-    dk = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.n * d;
-    dv = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.n * d;
+    dk = c.group == 1 ? c.dk + g * d : c.dk_part + h * c.nk * d;
+    dv = c.group == 1 ? c.dv + g * d : c.dv_part + h * c.nk * d;
     sdk = c.group == 1 ? c.sdk : d;
     sdv = c.group == 1 ? c.sdv : d;
   }
@@ -418,15 +433,15 @@ void WriteKeyBlock(const Ctx<T>& c, const Item& it, int64_t j0, int nk, const T*
 }
 
 // Backward item, end: dQ = scale * the accumulator (dense [len][d]), for the
-// segment's rows [from, to) (all of them by default). With key parts, the raw
+// segment's query rows [from, to) from it.q_begin (all of them by default). With key parts, the raw
 // accumulator to the part's buffer instead (CombineDqParts scales the sum).
 // dqa holds the segment's rows from first_row on (a ring's lap: the packed
 // bf16 backward keeps only a window's rows, attention_packed_bf16.cc).
 template <class T>
 void WriteDq(const Ctx<T>& c, const Item& it, const T* dqa, int64_t from = 0, int64_t to = -1,
              int64_t first_row = 0) {
-  const int64_t d = c.d, h = it.head, sb = it.seg_begin;
-  if (to < 0) to = it.seg_end - sb;
+  const int64_t d = c.d, h = it.head, sb = it.q_begin;
+  if (to < 0) to = it.q_end - sb;
   if (c.key_parts > 1) {
     T* dst = it.part == 0 ? c.dq + h * d : c.dq_part + ((it.part - 1) * c.heads + h) * c.n * d;
     const int64_t ld = it.part == 0 ? c.sdq : d;

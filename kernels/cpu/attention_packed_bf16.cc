@@ -628,7 +628,7 @@ Ctx<float> CtxOf(const PackedBf16AttentionArgs& a) {
 }  // namespace
 
 bool PackedBf16AttentionUsable(const AttentionView<float>& view, bool tile_unit) {
-  return view.d % 32 == 0 && view.d <= 256 && view.cu_k == view.cu &&
+  return view.d % 32 == 0 && view.d <= 256 && view.cu_k == view.cu && !view.offset_aligned &&
          (tile_unit ? amx::Usable() : amx::PairsUsable());
 }
 

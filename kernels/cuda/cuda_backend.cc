@@ -182,12 +182,19 @@ class CudaBackend final : public Backend {
     VALIDATED(p, true);
     cuda::SwiGluBackward(ctx_, p.gate_up, p.dh, p.dgate_up);
   }
+  // Offset-aligned blocks (context parallelism, AttentionParams) are not
+  // implemented by the CUDA kernels: refused here rather than computed with
+  // the bottom-right rule.
   void AttentionForward(const AttentionParams& p) override {
     VALIDATED(p, false);
+    CHECK(!p.query_offset_set) << "CUDA backend: AttentionForward with query_offset_set (context-parallel blocks) "
+                                  "is not implemented; run context-parallel attention on the cpu backend";
     cuda::AttentionForward(ctx_, Attention(p));
   }
   void AttentionBackward(const AttentionParams& p) override {
     VALIDATED(p, true);
+    CHECK(!p.query_offset_set) << "CUDA backend: AttentionBackward with query_offset_set (context-parallel blocks) "
+                                  "is not implemented; run context-parallel attention on the cpu backend";
     cuda::AttentionBackward(ctx_, Attention(p));
   }
   void AttentionMerge(const AttentionMergeParams& p) override {
