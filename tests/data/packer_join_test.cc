@@ -8,11 +8,9 @@
 // from the emitted positions alone.
 #include "data/packer.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <memory>
 #include <random>
@@ -24,46 +22,25 @@
 #include "data/posfreq_analysis.h"
 #include "data/position_frequency.h"
 #include "gtest/gtest.h"
+#include "tests/support/scratch_token_files.h"
 
 namespace longctx {
 namespace {
-namespace fs = std::filesystem;
 
 constexpr int64_t kVocab = 65536;
 
 class PackerJoinTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("longctx_packer_join_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Documents of the given lengths; token k of the file (counting from 0 over
   // all documents) is k, so every token says where it came from.
   const TokenFileReader& MakeFile(const std::vector<int>& lengths) {
-    const std::string path = (dir_ / absl::StrCat("f", files_.size(), ".ltok")).string();
-    TokenFileWriter w;
-    EXPECT_TRUE(w.Open(path, kVocab, "test").ok());
     int32_t next = 0;
-    for (int len : lengths) {
-      std::vector<int32_t> ids(len);
-      for (int p = 0; p < len; ++p) ids[p] = next++;
-      EXPECT_TRUE(w.AddDocument(ids).ok());
-    }
+    std::vector<std::vector<int32_t>> docs = testing::DocumentsOfLengths(lengths, [&](size_t, int) { return next++; });
     EXPECT_LT(next, kVocab);
-    EXPECT_TRUE(w.Finish().ok());
-    auto r = TokenFileReader::Open(path);
-    EXPECT_TRUE(r.ok()) << r.status();
-    files_.push_back(std::make_unique<TokenFileReader>(std::move(*r)));
-    return *files_.back();
+    return files_.Add(docs, kVocab);
   }
 
-  fs::path dir_;
-  std::vector<std::unique_ptr<TokenFileReader>> files_;
+  testing::ScratchTokenFiles files_{"longctx_packer_join_test"};
 };
 
 // Mostly documents much shorter than a row (where joins matter), some empty,

@@ -6,10 +6,8 @@
 // row, under masking and without it, across epoch boundaries and resumes.
 #include "data/packer.h"
 
-#include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <numeric>
 #include <random>
 #include <set>
@@ -19,48 +17,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/scratch_token_files.h"
 
 namespace longctx {
 namespace {
-namespace fs = std::filesystem;
 
 constexpr int64_t kVocab = 65536;
 constexpr int32_t kEos = kVocab - 1;
 
 class PackerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("longctx_packer_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes documents of the given lengths (tokens identify document and
   // position; the last token of a non-empty document is EOS) and opens them.
   const TokenFileReader& MakeFile(const std::vector<int>& lengths) {
-    const std::string path = (dir_ / absl::StrCat("f", files_.size(), ".ltok")).string();
-    TokenFileWriter w;
-    EXPECT_TRUE(w.Open(path, kVocab, "test").ok());
-    for (size_t d = 0; d < lengths.size(); ++d) {
-      std::vector<int32_t> ids(lengths[d]);
-      for (int p = 0; p < lengths[d]; ++p) {
-        ids[p] = static_cast<int32_t>((d * 1009 + p * 31 + 7) % (kVocab - 1));
-      }
+    std::vector<std::vector<int32_t>> docs = testing::DocumentsOfLengths(lengths, [](size_t d, int p) {
+      return static_cast<int32_t>((d * 1009 + p * 31 + 7) % (kVocab - 1));
+    });
+    for (std::vector<int32_t>& ids : docs)
       if (!ids.empty()) ids.back() = kEos;
-      EXPECT_TRUE(w.AddDocument(ids).ok());
-    }
-    EXPECT_TRUE(w.Finish().ok());
-    auto r = TokenFileReader::Open(path);
-    EXPECT_TRUE(r.ok()) << r.status();
-    files_.push_back(std::make_unique<TokenFileReader>(std::move(*r)));
-    return *files_.back();
+    return files_.Add(docs, kVocab);
   }
 
-  fs::path dir_;
-  std::vector<std::unique_ptr<TokenFileReader>> files_;
+  testing::ScratchTokenFiles files_{"longctx_packer_test"};
 };
 
 // The expected stream, built independently of the packer's row logic.
@@ -189,7 +167,7 @@ TEST_F(PackerTest, OtherShapes) {
     for (bool mask : {true, false}) {
       auto p = Packer::Create(&r, Opts(T, 2, mask, 5));
       ASSERT_TRUE(p.ok()) << p.status();
-      SCOPED_TRACE(testing::Message() << "T=" << T << " mask=" << mask);
+      SCOPED_TRACE(::testing::Message() << "T=" << T << " mask=" << mask);
       CheckRows(*p, r, 6);
     }
   }

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "tests/support/small_model.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
@@ -70,20 +71,6 @@ std::unique_ptr<Transformer> MakeModel(const ModelDims& dims, Backend* be, uint6
   return model;
 }
 
-// Logits [T, V] of a full forward over tokens (one segment, positions 0..T-1).
-std::vector<float> FullForwardLogits(Transformer& model, const std::vector<int32_t>& tokens) {
-  const int64_t T = static_cast<int64_t>(tokens.size()), V = model.dims().vocab;
-  std::vector<int32_t> inputs = tokens, targets(T, -1), positions(T), cu = {0, static_cast<int32_t>(T)};
-  for (int64_t t = 0; t < T; ++t) positions[t] = static_cast<int32_t>(t);
-  BatchTensors b;
-  b.inputs = Tensor(inputs.data(), DType::kI32, {T});
-  b.targets = Tensor(targets.data(), DType::kI32, {T});
-  b.positions = Tensor(positions.data(), DType::kI32, {T});
-  b.cu_seqlens = Tensor(cu.data(), DType::kI32, {2});
-  std::vector<float> logits(T * V);
-  model.ForwardLogits(b, Tensor(logits.data(), DType::kF32, {T, V}));
-  return logits;
-}
 
 // max |a - b| / max |b|: logits compared on their own scale.
 double RelDiff(const float* a, const float* b, int64_t n) {
@@ -119,7 +106,7 @@ TEST_P(InferenceEngineTest, DecodeMatchesFullForwardEveryStep) {
   for (int32_t& t : tokens) t = tok(rng);
   const int64_t V = dims->vocab;
 
-  const std::vector<float> full = FullForwardLogits(*model, tokens);
+  const std::vector<float> full = testing::OneSegmentLogits(*model, tokens);
   double worst = 0;
   for (int64_t chunk : {int64_t{0}, int64_t{4}, int64_t{1}}) {
     EngineOptions eo;
@@ -144,7 +131,7 @@ TEST_P(InferenceEngineTest, DecodeMatchesFullForwardEveryStep) {
       logits = (*engine)->Decode(tokens[t]);
       ASSERT_TRUE(logits.ok()) << logits.status();
       const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + t + 1);
-      const std::vector<float> ref = FullForwardLogits(*model, prefix);
+      const std::vector<float> ref = testing::OneSegmentLogits(*model, prefix);
       const double e = RelDiff(logits->data(), ref.data() + t * V, V);
       worst = std::max(worst, e);
       EXPECT_LE(e, kTol) << c.name << " chunk " << chunk << " decode position " << t;

@@ -60,4 +60,18 @@ std::vector<std::vector<float>> FullParametersOnHost(ParallelStrategy& strategy,
   return out;
 }
 
+std::vector<float> OneSegmentLogits(Transformer& model, const std::vector<int32_t>& tokens) {
+  const int64_t T = static_cast<int64_t>(tokens.size()), V = model.dims().vocab;
+  std::vector<int32_t> inputs = tokens, targets(T, -1), positions(T), cu = {0, static_cast<int32_t>(T)};
+  for (int64_t t = 0; t < T; ++t) positions[t] = static_cast<int32_t>(t);
+  BatchTensors b;
+  b.inputs = Tensor(inputs.data(), DType::kI32, {T});
+  b.targets = Tensor(targets.data(), DType::kI32, {T});
+  b.positions = Tensor(positions.data(), DType::kI32, {T});
+  b.cu_seqlens = Tensor(cu.data(), DType::kI32, {2});
+  std::vector<float> logits(T * V);
+  model.ForwardLogits(b, Tensor(logits.data(), DType::kF32, {T, V}));
+  return logits;
+}
+
 }  // namespace longctx::testing

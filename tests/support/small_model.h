@@ -32,6 +32,10 @@ PackedTestBatch MakePackedTestBatch(std::vector<int32_t> cu, int vocab = 97);
 // and RoPER as given.
 ModelConfig SmallTestModelConfig(int layers, int pattern_group, LayerPattern pattern, bool qk_norm, bool roper);
 
+// Logits [T, V] (host, F32 model on a host backend) of one forward over
+// `tokens` as a single segment at positions 0..T-1 (no targets).
+std::vector<float> OneSegmentLogits(Transformer& model, const std::vector<int32_t>& tokens);
+
 // The full parameters of `model` on the host, one vector per buffer, gathered
 // by the strategy (and released after): what strategy tests compare.
 std::vector<std::vector<float>> FullParametersOnHost(ParallelStrategy& strategy, Transformer& model);

@@ -59,16 +59,8 @@ class LossByPositionTest : public ::testing::Test {
   // The losses of one document alone: positions 0..n-2, from its logits.
   std::vector<double> NaiveDocLosses(const std::vector<int32_t>& doc) {
     const int64_t T = static_cast<int64_t>(doc.size()) - 1, V = kVocab;
-    std::vector<int32_t> inputs(doc.begin(), doc.end() - 1), targets(T, -1), positions(T);
-    std::vector<int32_t> cu = {0, static_cast<int32_t>(T)};
-    for (int64_t t = 0; t < T; ++t) positions[t] = static_cast<int32_t>(t);
-    BatchTensors b;
-    b.inputs = Tensor(inputs.data(), DType::kI32, {T});
-    b.targets = Tensor(targets.data(), DType::kI32, {T});
-    b.positions = Tensor(positions.data(), DType::kI32, {T});
-    b.cu_seqlens = Tensor(cu.data(), DType::kI32, {2});
-    std::vector<float> logits(T * V);
-    model_->ForwardLogits(b, Tensor(logits.data(), DType::kF32, {T, V}));
+    const std::vector<float> logits =
+        testing::OneSegmentLogits(*model_, std::vector<int32_t>(doc.begin(), doc.end() - 1));
     std::vector<double> out(T);
     for (int64_t t = 0; t < T; ++t) {
       const float* row = logits.data() + t * V;
