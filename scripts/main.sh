@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up, build the demo corpus, train the main RNoPE-SWA model of
 # configs/main.textproto (4 layers, mostly retrieval rows with a curriculum; see its
-# comment) with the 1-needle NIAH probe every 25 steps, so that the probe's effective
+# comment) with the 1-needle NIAH probe every 50 steps, so that the probe's effective
 # length rises from 0 past the 256-token training length within the run (progress
 # lines with ETA, metrics in runs/main/metrics.jsonl, checkpoints in runs/main/step-*,
 # probe heatmaps in runs/main/probe/, "loss_by_position" events every 50 steps, a
