@@ -68,6 +68,47 @@ absl::Status ContextLayout::Validate() const {
   return absl::OkStatus();
 }
 
+namespace {
+// The blocks own chunk c's queries attend to, skipped ones left out (the
+// loop of Run and of PlanContextFetches: one definition of the order).
+absl::StatusOr<std::vector<ContextBlockPlan>> PlanChunkBlocks(absl::Span<const int32_t> cu, int64_t c, int64_t L,
+                                                              int window, ContextAttentionStats* st) {
+  std::vector<ContextBlockPlan> plans;
+  const int64_t q0 = c * L;
+  for (int64_t kc = 0; kc <= c; ++kc) {
+    absl::StatusOr<ContextBlockPlan> p = PlanContextBlock(cu, q0, q0 + L, kc * L, (kc + 1) * L, window);
+    if (!p.ok()) return p.status();
+    if (st != nullptr) ++st->blocks;
+    if (p->skipped()) {
+      if (st != nullptr) ++st->skipped;
+      continue;
+    }
+    plans.push_back(*std::move(p));
+  }
+  return plans;
+}
+}  // namespace
+
+absl::StatusOr<std::vector<ContextFetch>> PlanContextFetches(const ContextLayout& layout,
+                                                             absl::Span<const int32_t> row_cu_seqlens, int window,
+                                                             int rank) {
+  if (absl::Status s = layout.Validate(); !s.ok()) return s;
+  if (rank < 0 || rank >= layout.ranks()) return Bad(absl::StrCat("rank ", rank, " outside the group"));
+  const int64_t L = layout.chunk_len;
+  if (row_cu_seqlens.empty() || row_cu_seqlens.back() != L * layout.num_chunks())
+    return Bad(absl::StrCat("row_cu_seqlens must end at the row's ", L * layout.num_chunks(), " tokens"));
+  std::vector<ContextFetch> out;
+  for (const int32_t c : layout.chunks_of_rank[rank]) {
+    absl::StatusOr<std::vector<ContextBlockPlan>> plans = PlanChunkBlocks(row_cu_seqlens, c, L, window, nullptr);
+    if (!plans.ok()) return plans.status();
+    for (const ContextBlockPlan& p : *plans) {
+      const int owner = layout.OwnerOf(p.k_begin / L);
+      if (owner != rank) out.push_back({owner, p.k_begin, p.k_end});
+    }
+  }
+  return out;
+}
+
 InProcessKvExchange::InProcessKvExchange(Backend* backend, const ContextLayout* layout)
     : backend_(backend), layout_(layout), held_(layout->ranks()), received_(layout->ranks(), 0),
       returned_(layout->ranks(), 0) {}
@@ -142,19 +183,11 @@ absl::Status ContextParallelAttention::Run(const ContextAttentionArgs& a, bool b
   if (backward) backend_->Fill(dq, 0.0);
   const std::vector<int32_t>& chunks = a.layout->chunks_of_rank[a.rank];
   for (size_t x = 0; x < chunks.size(); ++x) {
-    const int64_t c = chunks[x], q0 = c * L, r0 = static_cast<int64_t>(x) * L;
+    const int64_t c = chunks[x], r0 = static_cast<int64_t>(x) * L;
     const Tensor qc = a.q.Rows(r0, r0 + L), oc = a.o.Rows(r0, r0 + L), lc = a.lse.Cols(r0, r0 + L);
-    std::vector<ContextBlockPlan> plans;
-    for (int64_t kc = 0; kc <= c; ++kc) {
-      absl::StatusOr<ContextBlockPlan> p = PlanContextBlock(a.row_cu_seqlens, q0, q0 + L, kc * L, (kc + 1) * L, a.window);
-      if (!p.ok()) return p.status();
-      ++st.blocks;
-      if (p->skipped()) {
-        ++st.skipped;
-        continue;
-      }
-      plans.push_back(*std::move(p));
-    }
+    absl::StatusOr<std::vector<ContextBlockPlan>> planned = PlanChunkBlocks(a.row_cu_seqlens, c, L, a.window, &st);
+    if (!planned.ok()) return planned.status();
+    const std::vector<ContextBlockPlan>& plans = *planned;
     // Per block: its keys (own rows, or fetched), then the forward's (o, lse)
     // or the backward's gradients.
     std::vector<Scratch3> outs;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
@@ -79,6 +80,25 @@ class InProcessKvExchange final : public KvExchange {
   std::vector<Held> held_;
   std::vector<int64_t> received_, returned_;
 };
+
+// A block of keys one rank's queries need from another rank: the owner's
+// global rows [begin, end), inside one of its chunks.
+struct ContextFetch {
+  int owner = 0;
+  int64_t begin = 0, end = 0;
+  int64_t rows() const { return end - begin; }
+  bool operator==(const ContextFetch&) const = default;
+};
+
+// Every remote block ContextParallelAttention fetches on `rank` for one
+// layer of window `window` (0 = full), in the order its Forward (and again
+// its Backward) asks the exchange for them. Every rank can compute every
+// other rank's list (the row's document boundaries and the layout are known
+// to all), which is what lets an exchange over a communicator move all of a
+// layer's keys before the op runs, and return the gradients after it.
+absl::StatusOr<std::vector<ContextFetch>> PlanContextFetches(const ContextLayout& layout,
+                                                             absl::Span<const int32_t> row_cu_seqlens, int window,
+                                                             int rank);
 
 // One rank's share of one layer's attention. q [local, H, d] (post-RoPE on
 // RoPE layers), k, v [local, Hkv, d] (post-RoPE), local = the rank's tokens

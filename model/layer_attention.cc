@@ -108,11 +108,15 @@ void LayerAttention::Forward(const LayerAttentionArgs& a) {
   if (!plan.active) {
     if (rope) Rotate(be, d, a.q, a.q_positions, d.rope_dim, +1);
     at.window = window;
-    be.AttentionForward(at);
+    if (a.context != nullptr)
+      a.context->Forward(a.layer, window, a.q, a.k, a.v, a.o, a.lse);
+    else
+      be.AttentionForward(at);
     if (roper) Rotate(be, d, a.o, a.q_positions, d.roper_dim, -1);
     return;
   }
 
+  CHECK(a.context == nullptr) << "LayerAttention: STRING is inference-only; context parallelism trains";
   CHECK(a.q_positions_host != nullptr) << "LayerAttention: STRING needs the query positions on the host";
   const int64_t nq = a.q.shape[0], heads = a.q.shape[1], hd = a.q.shape[2];
   EnsureScratch(nq, heads, hd);

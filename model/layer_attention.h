@@ -76,6 +76,28 @@ int64_t StringPlanPosition(const StringPlan& plan, int layer_window, int64_t i, 
 void RotateKeysValues(Backend& be, const ModelDims& dims, int layer, const StringOptions& string, const Tensor& k,
                       const Tensor& v, const Tensor& positions);
 
+// The seam through which context parallelism (train/parallel/context_parallel.h)
+// replaces a layer's attention op: the C ranks of a group hold disjoint
+// chunks of the same rows, so the op on one rank needs keys and values other
+// ranks hold. The transformer hands over exactly what it would hand the
+// backend's attention: q rotated (on RoPE layers), k, v in attention form,
+// this rank's tokens of the micro-batch; the hook knows the rows' layout.
+// Forward fills o [n, heads, head_dim] and lse [heads, n]; Backward takes
+// the forward's o, lse and d_o and overwrites dq, dk, dv (the gradients of
+// this rank's q, k, v from every rank's queries). Every rank of a group calls
+// them in the same order (the same layers, the same recomputation). An
+// error ends the job (the hook's own policy: a rank cannot return alone from
+// a collective its peers wait in).
+class ContextAttentionHook {
+ public:
+  virtual ~ContextAttentionHook() = default;
+  virtual void Forward(int layer, int window, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                       const Tensor& lse) = 0;
+  virtual void Backward(int layer, int window, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                        const Tensor& lse, const Tensor& d_o, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dv) = 0;
+};
+
 struct LayerAttentionArgs {
   const ModelDims* dims = nullptr;
   int layer = 0;
@@ -88,6 +110,9 @@ struct LayerAttentionArgs {
   Tensor o;    // [nq, heads, head_dim] output
   Tensor lse;  // [heads, nq] output
   StringOptions string;
+  // Optional: context parallelism runs the attention op (not with STRING,
+  // which is inference-only; CHECKed).
+  ContextAttentionHook* context = nullptr;
 };
 
 // Runs one layer's attention (see the header comment). Holds STRING's scratch

@@ -231,6 +231,7 @@ void Transformer::LayerForward(int l, const BatchTensors& batch, bool store) {
   at.o = a.o[l].Reshape({n, H, hd});
   at.lse = a.lse[l];
   at.string = string_;
+  at.context = context_;
   attention_.Forward(at);
 
   AttentionOutputMlpForward(be, dims_, w, a.x[l], a.o[l], a.xmid[l], a.xn2[l], a.rstd2[l], a.gu[l], a.h[l],
@@ -301,7 +302,10 @@ void Transformer::LayerBackward(int l, const BatchTensors& batch) {
   at.window = dims_.layer_window(l);
   at.d_o = a.d_o.Reshape({n, H, hd});
   at.dq = dq; at.dk = dk; at.dv = dv;
-  be.AttentionBackward(at);
+  if (context_ != nullptr)
+    context_->Backward(l, at.window, q, k, v, at.o, at.lse, at.d_o, dq, dk, dv);
+  else
+    be.AttentionBackward(at);
   if (dims_.uses_rope(l)) {
     RopeParams r;
     r.positions = batch.positions; r.theta = dims_.theta; r.rotary_dim = dims_.rope_dim; r.direction = -1;

@@ -147,6 +147,14 @@ class Transformer {
   // with bf16 products (the products round them), to compare the bits.
   void set_bf16_product_inputs(bool on) { bf16_product_inputs_ = on; }
 
+  // Optional context-parallel attention (not owned; null = the backend's
+  // attention over the batch's own tokens). While set, every layer's
+  // attention forward and backward go through it (model/layer_attention.h);
+  // the batch then holds this rank's tokens of its rows, and its cu_seqlens
+  // are not read by attention.
+  void set_context_attention(ContextAttentionHook* h) { context_ = h; }
+  ContextAttentionHook* context_attention() const { return context_; }
+
   // Optional residency hook (not owned; null = every buffer always resident).
   void set_residency(ParamResidency* r) { residency_ = r; }
   ParamResidency* residency() const { return residency_; }
@@ -185,6 +193,7 @@ class Transformer {
   StringOptions string_;
   std::vector<int32_t> positions_host_;  // STRING only: the batch's positions on the host
   ParamResidency* residency_ = nullptr;
+  ContextAttentionHook* context_ = nullptr;
   int recompute_every_ = 0;
   DType activation_dtype_ = DType::kF32;
   uint32_t bf16_set_ = kActAll;

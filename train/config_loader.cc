@@ -268,6 +268,30 @@ absl::Status ApplyOverride(Message* msg, const std::string& assignment) {
   return absl::OkStatus();
 }
 
+// Context parallelism cuts every training row into 2 C equal chunks: the
+// pretraining length and every SFT length must divide. (The world size is
+// checked when the job starts: C must divide it.)
+absl::Status ValidateContextParallel(const TrainConfig& c) {
+  const int cp = c.context_parallel();
+  if (cp < 1)
+    return absl::InvalidArgumentError(absl::StrCat("context_parallel: must be >= 1 (got ", cp, ")"));
+  if (cp == 1) return absl::OkStatus();
+  const int per_rank = c.context_parallel_balanced() ? 8 : 2;
+  auto cut = [cp, per_rank](const char* field, int64_t len) -> absl::Status {
+    if (len % (per_rank * cp) == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", len, " tokens cannot be cut into ", per_rank, " x context_parallel = ", per_rank * cp,
+        " equal chunks; use a multiple of ", per_rank * cp, " or another context_parallel"));
+  };
+  if (!c.data().has_sft()) return cut("data.seq_len", c.data().seq_len());
+  for (int32_t L : c.data().sft().seq_lens()) LONGCTX_RETURN_IF_ERROR(cut("data.sft.seq_lens", L));
+  if (c.data().sft().seq_lens().empty()) {
+    LONGCTX_RETURN_IF_ERROR(cut("data.sft.seq_lens (default)", 8192));
+    LONGCTX_RETURN_IF_ERROR(cut("data.sft.seq_lens (default)", 65536));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateTrainConfig(const TrainConfig& c) {
   // Checked before ResolveModelConfig builds per-layer tables: 1e8 layers took
   // 13 s and 1.2 GB only to be refused by the memory check afterwards.
@@ -296,6 +320,7 @@ absl::Status ValidateTrainConfig(const TrainConfig& c) {
 
   const DataConfig& d = c.data();
   LONGCTX_RETURN_IF_ERROR(Positive("data.seq_len", d.seq_len()));
+  if (absl::Status st = ValidateContextParallel(c); !st.ok()) return st;
   LONGCTX_RETURN_IF_ERROR(Positive("data.batch_size", d.batch_size()));
   LONGCTX_RETURN_IF_ERROR(UnitInterval("data.eval_fraction", d.eval_fraction()));
   if (!(d.join_fraction() >= 0 && d.join_fraction() <= 1))

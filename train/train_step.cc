@@ -16,12 +16,13 @@
 namespace longctx {
 
 TrainStep::TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, ParallelStrategy* strategy,
-                     NonfinitePolicy nonfinite)
+                     NonfinitePolicy nonfinite, ContextParallel* context)
     : model_(model),
       device_batch_(device_batch),
       comm_(comm),
       strategy_(strategy),
-      nonfinite_(nonfinite) {
+      nonfinite_(nonfinite),
+      context_(context) {
   if (const char* env = std::getenv("LONGCTX_TEST_INJECT_NONFINITE"); env != nullptr && *env != '\0') {
     std::vector<std::string> f = absl::StrSplit(env, ':');
     int rank = -1;
@@ -41,6 +42,10 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
                                           double lr, std::string_view last_checkpoint) {
   if (target_tokens == 0) return absl::DataLossError(absl::StrCat("step ", step, ": batch has no target tokens"));
   const int world = comm_->world_size(), rank = comm_->rank();
+  // Who computes micro-batch i: data rank i % data_world (a rank, or a
+  // context-parallel group of ranks).
+  const int data_world = context_ != nullptr ? context_->data_world() : world;
+  const int data_rank = context_ != nullptr ? context_->data_rank() : rank;
   model_->grads().Zero();
   strategy_->BeginStep();
   const bool inject = inject_step_ == step && inject_rank_ == rank;
@@ -56,19 +61,35 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
   };
   double loss_sum = 0;
   const int n_micro = static_cast<int>(micro.size());
-  for (int i = rank; i < n_micro; i += world) {
-    BatchTensors t = device_batch_->Upload(micro[i]);
+  for (int i = data_rank; i < n_micro; i += data_world) {
+    BatchTensors t;
+    if (context_ != nullptr) {
+      // Every rank of the group gets the same error from the same rows.
+      absl::StatusOr<PackedBatch> shard = context_->Shard(micro[i]);
+      if (!shard.ok())
+        return absl::Status(shard.status().code(), absl::StrCat("step ", step, ": ", shard.status().message()));
+      t = device_batch_->Upload(*shard);
+    } else {
+      t = device_batch_->Upload(micro[i]);
+    }
     strategy_->BeginMicroBatch();
+    model_->set_context_attention(context_);
     loss_sum += model_->ForwardBackward(t, 1.0 / static_cast<double>(target_tokens), /*backward=*/true);
-    if (inject && inject_grad_ && i + world >= n_micro) inject_grad();
+    model_->set_context_attention(nullptr);
+    if (inject && inject_grad_ && i + data_world >= n_micro) inject_grad();
     strategy_->EndMicroBatch();
   }
   const bool check = nonfinite_.stop || nonfinite_.skip;
-  if (inject && inject_grad_ && rank >= n_micro) inject_grad();  // this rank had no micro-batch
+  if (inject && inject_grad_ && data_rank >= n_micro) inject_grad();  // this rank had no micro-batch
   if (inject && !injected) loss_sum = std::numeric_limits<double>::quiet_NaN();
   // This rank's own verdict, before any reduction (FSDP has reduced and freed
   // its layers' gradients by now: there the loss and the norm after the update
   // are what is checked).
+  int64_t context_bytes[2] = {0, 0};
+  if (context_ != nullptr) {
+    const std::vector<ContextTraffic> traffic = context_->TakeTraffic();
+    for (int kind = 0; kind < 2; ++kind) context_bytes[kind] = traffic[kind].kv_received + traffic[kind].grad_received;
+  }
   double sums[2] = {loss_sum, 0};
   if (check && !(std::isfinite(loss_sum) && strategy_->LocalGradientsFinite())) sums[1] = 1;
   if (absl::Status st = strategy_->FinishBackward(); !st.ok()) return st;
@@ -81,6 +102,8 @@ absl::StatusOr<StepResult> TrainStep::Run(int64_t step, const std::vector<Packed
   r.target_tokens = target_tokens;
   r.lr = lr;
   r.ranks_nonfinite = bad_ranks;
+  r.context_bytes_full = context_bytes[0];
+  r.context_bytes_window = context_bytes[1];
   if (bad_ranks > 0 && nonfinite_.skip) {
     r.comm_seconds = strategy_->TakeCommSeconds();
     r.skipped = true;

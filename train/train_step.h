@@ -8,8 +8,9 @@
 // shard, the clipping norm agreed across ranks).
 // Data fetching is not here: the caller hands over the step's micro-batches
 // (train/batch_source.h) in the global data order, the same on every rank; rank
-// r computes those with index % world == r, so what a run learns from does not
-// depend on how many ranks share it.
+// r computes those with index % world == r (with context parallelism: the C
+// ranks of group g those with index % groups == g, each its share of their
+// rows), so what a run learns from does not depend on how many ranks share it.
 #ifndef LONGCTX_TRAIN_TRAIN_STEP_H_
 #define LONGCTX_TRAIN_TRAIN_STEP_H_
 
@@ -25,6 +26,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/device_batch.h"
+#include "train/parallel/context_parallel.h"
 #include "train/parallel/parallel_strategy.h"
 
 namespace longctx {
@@ -41,6 +43,10 @@ struct StepResult {
   bool skipped = false;
   int ranks_nonfinite = 0;
   double comm_seconds = 0;  // this rank's seconds in the strategy's collectives during the step
+  // Context parallelism: bytes this rank received through the K/V exchange
+  // during the step (K, V in the forward, again in the backward and for
+  // recomputed layers, and the dK, dV returned to it), by layer kind.
+  int64_t context_bytes_full = 0, context_bytes_window = 0;
 };
 
 // What a step does when the loss or a gradient is NaN/Inf on any rank. Every
@@ -56,8 +62,11 @@ class TrainStep {
  public:
   // Not owned; all outlive the step. comm reduces the loss sum (scalars);
   // strategy reduces the gradients and updates the parameters.
+  // context: context parallelism (null = whole rows per rank): micro-batch i
+  // is then computed by the C ranks of group i % data_world(), each on its
+  // share of the rows.
   TrainStep(Transformer* model, DeviceBatch* device_batch, Communicator* comm, ParallelStrategy* strategy,
-            NonfinitePolicy nonfinite);
+            NonfinitePolicy nonfinite, ContextParallel* context = nullptr);
 
   // Zero grads; forward/backward of this rank's micro-batches (each between
   // the strategy's BeginMicroBatch/EndMicroBatch) with the loss
@@ -77,6 +86,7 @@ class TrainStep {
   Communicator* comm_;
   ParallelStrategy* strategy_;
   NonfinitePolicy nonfinite_;
+  ContextParallel* context_;
   // LONGCTX_TEST_INJECT_NONFINITE, parsed once (step 0 = none).
   bool inject_grad_ = false;
   int inject_rank_ = -1;

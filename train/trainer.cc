@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   if (absl::Status st = t->ResumeOrInitialize(); !st.ok()) return st;
   t->train_step_ = std::make_unique<TrainStep>(t->model_.get(), t->device_batch_.get(), t->comm_.get(),
                                                t->strategy_.get(),
-                                               NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()});
+                                               NonfinitePolicy{config.stop_on_nonfinite(), config.skip_nonfinite()},
+                                               t->context_.get());
   if (absl::Status st = t->OpenMetrics(); !st.ok()) return st;
   t->RegisterHooks();
   return t;
@@ -83,6 +84,16 @@ absl::Status Trainer::MakeBackend() {
   return absl::OkStatus();
 }
 
+namespace {
+// Every layer's attention window (0 = full): what the balanced
+// context-parallel split weighs work by.
+std::vector<int32_t> LayerWindows(const ModelDims& dims) {
+  std::vector<int32_t> w;
+  for (int l = 0; l < dims.layers; ++l) w.push_back(dims.layer_window(l));
+  return w;
+}
+}  // namespace
+
 // The model, its parallel strategy (which owns the optimizer state) and the
 // probe, which validates its settings against the model now.
 absl::Status Trainer::MakeModel() {
@@ -94,6 +105,15 @@ absl::Status Trainer::MakeModel() {
   absl::StatusOr<std::unique_ptr<ParallelStrategy>> strategy = MakeParallelStrategy(config_, model_.get(), comm_.get());
   if (!strategy.ok()) return strategy.status();
   strategy_ = std::move(*strategy);
+  if (config_.context_parallel() > 1) {
+    absl::StatusOr<std::unique_ptr<ContextParallel>> cp =
+        ContextParallel::Create(comm_.get(), backend_.get(), DType::kF32, config_.context_parallel(),
+                                config_.context_parallel_balanced() ? ContextParallel::Split::kBalanced
+                                                                    : ContextParallel::Split::kZigZag,
+                                LayerWindows(dims_));
+    if (!cp.ok()) return cp.status();
+    context_ = std::move(*cp);
+  }
   device_batch_ = std::make_unique<DeviceBatch>(backend_.get());
   if (config_.probe_every() != 0) {
     absl::StatusOr<std::unique_ptr<ProbeHook>> probe =
@@ -115,7 +135,7 @@ absl::Status Trainer::MakeBatchSource() {
   if (data_.sft_schedule != nullptr) {
     absl::StatusOr<BatchSource> sft_source =
         BatchSource::ForSft(data_.train_packer.get(), data_.sft_schedule.get(), posfreq_.get(),
-                            config_.grad_accum() * comm_->world_size());
+                            config_.grad_accum() * data_world());
     if (!sft_source.ok()) return sft_source.status();
     batches_ = std::make_unique<BatchSource>(std::move(*sft_source));
   } else {
@@ -223,17 +243,24 @@ absl::Status Trainer::CheckResumable(const std::string& dir, const TrainConfig& 
           dir, ": data.sft (seq_lens/counts/tokens_per_batch/long_examples/shuffle_seed) differs from the "
                "checkpoint's; exact resume needs the same schedule (use a new out_dir to start over)"));
   }
-  // Another world size or grad_accum is fine when the global batch (rows per
-  // step = batch_size x grad_accum x world) is the same: every rank draws the
-  // whole global batch from the one packer cursor, so no row is repeated or skipped.
-  int64_t saved_world = 1;
+  // Another world size, context_parallel or grad_accum is fine when the global
+  // batch (rows per step = batch_size x grad_accum x data-parallel ranks, i.e.
+  // world / context_parallel) is the same: every rank draws the whole global
+  // batch from the one packer cursor, so no row is repeated or skipped.
+  int64_t saved_world = 1, saved_cp = 1;
+  if (state.contains("context_parallel")) {
+    if (!state.at("context_parallel").is_number_integer() || state.at("context_parallel").get<int64_t>() < 1)
+      return absl::DataLossError(absl::StrCat(state_path, ": field \"context_parallel\" is ",
+                                              state.at("context_parallel").dump(), ", not a positive integer"));
+    saved_cp = state.at("context_parallel").get<int64_t>();
+  }
   if (state.contains("world_size")) {
     if (!state.at("world_size").is_number_integer() || state.at("world_size").get<int64_t>() < 1)
       return absl::DataLossError(absl::StrCat(state_path, ": field \"world_size\" is ", state.at("world_size").dump(),
                                               ", not a positive integer"));
-    saved_world = state.at("world_size").get<int64_t>();
+    saved_world = state.at("world_size").get<int64_t>() / saved_cp;
   }
-  const int64_t world = comm_->world_size();
+  const int64_t world = data_world();
   const int64_t saved_global = int64_t{a.batch_size()} * saved.grad_accum() * saved_world;
   const int64_t global = int64_t{b.batch_size()} * config_.grad_accum() * world;
   if (saved_global != global && !IsSftConfig(config_)) {  // SFT: rows per step come from data.sft alone
@@ -362,6 +389,7 @@ nlohmann::json Trainer::StateJson(const PackerCursor& last_batch_cursor) const {
   j["last_loss"] = last_loss_;
   j["lr"] = last_lr_;
   j["world_size"] = comm_->world_size();
+  j["context_parallel"] = config_.context_parallel();
   j["position_frequency"] = posfreq_->ToJson();
   if (data_.tokens != nullptr) {
     j["data_docs"] = data_.tokens->n_docs();
@@ -383,6 +411,9 @@ void Trainer::PrintRunBanner() const {
         dims_.name.c_str(), backend_->name().c_str(), dims_.layers, LayerKindsString(dims_.kinds).c_str(),
         static_cast<long long>(model_->layout().total()), config_.data().seq_len(), config_.data().batch_size(),
         config_.grad_accum(), comm_->world_size(), comm_->name().c_str());
+  if (context_ != nullptr)
+    std::printf("context parallel: %d ranks per row (zig-zag chunks of seq / %d), %d data-parallel groups\n",
+                context_->cp(), 2 * context_->cp(), context_->data_world());
   if (data_.sft_schedule != nullptr)
     std::printf("SFT: %s, %lld examples (%lld tokens, %lld with loss) from %s; seq/batch above are eval's\n",
                 SftScheduleSummary(data_.sft_schedule->options()).c_str(),
@@ -459,11 +490,11 @@ HookContext Trainer::MakeHookContext(TrainSummary* summary) {
 absl::StatusOr<TrainSummary> Trainer::Run(int64_t max_steps_this_run) {
   TrainSummary summary;
   summary.start_step = step_;
-  const int world = comm_->world_size(), rank = comm_->rank();
+  const int rank = comm_->rank();
   const int accum = config_.grad_accum();
   const int64_t total_steps = config_.steps();
   const int64_t decay_steps = config_.optim().decay_steps() > 0 ? config_.optim().decay_steps() : total_steps;
-  std::vector<PackedBatch> micro(accum * world);
+  std::vector<PackedBatch> micro(accum * data_world());
   PackerCursor last_batch_cursor = batches_->cursor();
   int64_t steps_this_run = 0;
   // A finished run stays as it was: no step, no save, no metrics.

@@ -25,6 +25,7 @@
 #include "train/checkpoint/out_dir_lock.h"
 #include "train/device_batch.h"
 #include "train/hooks/hook.h"
+#include "train/parallel/context_parallel.h"
 #include "train/parallel/parallel_strategy.h"
 #include "train/report/metrics.h"
 #include "train/setup/training_data.h"
@@ -97,6 +98,9 @@ class Trainer {
   // Every mode's gradient sum and update (train/parallel). Declared after
   // model_ so it is destroyed first (FSDP is the model's residency hook).
   std::unique_ptr<ParallelStrategy> strategy_;
+  std::unique_ptr<ContextParallel> context_;  // context_parallel > 1 only
+  // Ranks (or context-parallel groups) that take different micro-batches.
+  int data_world() const { return context_ != nullptr ? context_->data_world() : comm_->world_size(); }
   std::unique_ptr<DeviceBatch> device_batch_;
   std::unique_ptr<TrainStep> train_step_;
   // The periodic probe's hook is made in Create (it validates the settings

@@ -83,6 +83,11 @@ absl::Status MetricsHook::OnStepEnd(HookContext& ctx, const StepEvent& e) {
                          {"tokens", step_tokens},
                          {"loss_tokens", loss_tokens}};
     if (window_seq_lens_.size() > 1) ev["window_seq_lens"] = window_seq_lens_;
+    if (config.context_parallel() > 1) {
+      // Rank 0's K/V exchange of the last step (train/parallel/context_exchange.h).
+      ev["context_bytes_full"] = e.result.context_bytes_full;
+      ev["context_bytes_window"] = e.result.context_bytes_window;
+    }
     absl::Status st = ctx.metrics->Write(ev);
     if (!st.ok()) return st;
   }

@@ -66,7 +66,11 @@ absl::Status CheckMemoryFits(const TrainConfig& config, const ModelDims& d, Memo
   const double per_layer = 2 * D * q + 2 * D * kv + 3 * D * F + 2 * D;
   const double params = V * D * (d.tied ? 1 : 2) + L * per_layer + D;
   // The largest micro-batch of the run (SFT: of every schedule length; sft_config.h).
-  const std::vector<MicroBatchShape> shapes = TrainingMicroBatchShapes(config, world);
+  // Context parallelism: world / C groups take micro-batches, and a rank
+  // holds T / C tokens of each row.
+  const int cp = std::max(1, config.context_parallel());
+  std::vector<MicroBatchShape> shapes = TrainingMicroBatchShapes(config, std::max(1, world / cp));
+  for (MicroBatchShape& m : shapes) m.seq_len /= cp;
   MicroBatchShape shape = shapes.front();
   for (const MicroBatchShape& m : shapes)
     if (m.batch * m.seq_len > shape.batch * shape.seq_len) shape = m;
