@@ -7,11 +7,13 @@
 # real `longctx train` run: rank VICTIM of NP is killed mid-run (after its
 # first progress lines, while steps run back to back).
 #   rank_death_test.sh LONGCTX CONFIG DATA NP VICTIM MPIRUN...
+# RANK_DEATH_TRAIN_ARGS: more train flags (e.g. --context_parallel=2: the
+# victim's group peers wait in a K/V exchange, the others in a collective).
 set -u
 longctx="$1"; config="$2"; data="$3"; np="$4"; victim="$5"; shift 5
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$@" -np "$np" "$longctx" train --config "$config" --data.path="$data" --steps=1000000 \
-  --out_dir="$work/run" --ckpt_every=0 --log_every=100 --eval_every=0 > "$work/out" 2>&1 &
+  --out_dir="$work/run" --ckpt_every=0 --log_every=100 --eval_every=0 ${RANK_DEATH_TRAIN_ARGS:-} > "$work/out" 2>&1 &
 mp=$!
 # Wait (bounded) until training steps are running. This wait bounds start-up
 # on a possibly loaded machine, not the behaviour under test (60 s from the

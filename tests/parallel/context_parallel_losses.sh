@@ -50,8 +50,8 @@ for p in "${patterns[@]}"; do
       { if (!($1 in ref)) { extra++; next }
         n++; d = $2 - ref[$1]; if (d < 0) d = -d; a = ref[$1] < 0 ? -ref[$1] : ref[$1]; rel = d / a
         if (rel > worst) worst = rel; if (rel > tol) { bad++; print "  step " $1 ": " ref[$1] " vs " $2 } }
-      END { printf "context_parallel_losses: %-9s %-5s %d of %d steps (ref %d), worst relative difference %.3g\n",
-                   name, "", n, want, nref, worst
+      END { printf "context_parallel_losses: %-15s %d of %d steps (ref %d), worst relative difference %.3g\n",
+                   name, n, want, nref, worst
             if (n != want || nref != want || extra > 0) { print "  not comparable: missing or extra steps"; exit 2 }
             exit bad > 0 }' "$tmp/$p-ref.losses" "$tmp/$p-$r.losses"
     rc=$?; [ $rc -gt $verdict ] && verdict=$rc
