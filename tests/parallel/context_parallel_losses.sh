@@ -9,6 +9,7 @@
 #   context_parallel_losses.sh "MPIRUN..." LONGCTX_BINARY CONFIG DATA SEQ_LEN STEPS TOL [PATTERN...]
 # PATTERN: rope_full | nope_full | swa_small | swa_large (window 1/4 of a C = 4
 # chunk, resp. 3/4 of the row: inside a chunk and across several); default all.
+# CONTEXT_PARALLEL_ARGS: more flags for every run (--context_parallel_balanced=true).
 set -u
 mpirun="$1"; bin="$2"; config="$3"; data="$4"; T="$5"; steps="$6"; tol="$7"; shift 7
 patterns=("$@"); [ ${#patterns[@]} -eq 0 ] && patterns=(rope_full swa_small swa_large nope_full)
@@ -37,7 +38,7 @@ for p in "${patterns[@]}"; do
   for run in "ref 1 1 2" "c2 2 2 2" "c4 4 4 2" "dp2c2 4 2 1"; do
     set -- $run
     out="$tmp/$p-$1"
-    if ! $mpirun -np "$2" "$bin" train $common $model --context_parallel="$3" --grad_accum="$4" --out_dir="$out" \
+    if ! $mpirun -np "$2" "$bin" train $common $model --context_parallel="$3" --grad_accum="$4" --out_dir="$out" ${CONTEXT_PARALLEL_ARGS:-} \
         > "$out.log" 2>&1; then
       echo "context_parallel_losses: FAIL: $p $1 ($2 ranks, context_parallel $3) exited non-zero"; tail -20 "$out.log"
       exit 1

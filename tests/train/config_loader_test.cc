@@ -163,6 +163,24 @@ TEST(LoadTrainConfig, ValidationErrorsNameTheField) {
                   .ok());
 }
 
+// Context parallelism cuts each row into 2 C (balanced: 8 C) equal chunks.
+TEST(LoadTrainConfig, ContextParallelNeedsRowsCutIntoEqualChunks) {
+  const std::string path = std::string(LONGCTX_SOURCE_DIR) + "/configs/tiny-test.textproto";  // seq_len 32
+  auto c = LoadTrainConfig(path, {"context_parallel=0"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(Message(c.status()), "context_parallel: must be >= 1 (got 0)");
+  c = LoadTrainConfig(path, {"context_parallel=3"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(Message(c.status()),
+            "data.seq_len: 32 tokens cannot be cut into 2 x context_parallel = 6 equal chunks; use a multiple of 6 "
+            "or another context_parallel");
+  c = LoadTrainConfig(path, {"context_parallel=8", "context_parallel_balanced=true"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(Message(c.status()), StartsWith("data.seq_len: 32 tokens cannot be cut into 8 x context_parallel = 64"));
+  EXPECT_TRUE(LoadTrainConfig(path, {"context_parallel=16"}).ok());
+  EXPECT_TRUE(LoadTrainConfig(path, {"context_parallel=4", "context_parallel_balanced=true"}).ok());
+}
+
 // Accepted silently before: rows longer than the positions the exported
 // config.json records, and a minimum learning rate above the peak.
 TEST(LoadTrainConfig, RunLimitsNameBothFieldsAndValues) {

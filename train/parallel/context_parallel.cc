@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<ContextParallel>> ContextParallel::Create(Communi
                                                                          std::vector<int32_t> windows) {
   const int n = world->world_size();
   if (cp < 1 || n % cp != 0)
-    return absl::InvalidArgumentError(absl::StrCat("parallel.context_parallel: ", cp, " must be >= 1 and divide the ",
+    return absl::InvalidArgumentError(absl::StrCat("context_parallel: ", cp, " must be >= 1 and divide the ",
                                                    n, " ranks (world = data-parallel x context-parallel ranks)"));
   // Groups of consecutive ranks: the C ranks of a row share a node first.
   absl::StatusOr<std::unique_ptr<Communicator>> group = world->Split(world->rank() / cp, world->rank() % cp);
