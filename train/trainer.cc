@@ -478,6 +478,7 @@ HookContext Trainer::MakeHookContext(TrainSummary* summary) {
   ctx.model = model_.get();
   ctx.optimizer = strategy_->replicated_optimizer();  // null when sharded: the hooks gather it
   ctx.device_batch = device_batch_.get();
+  ctx.context = context_.get();
   ctx.metrics = metrics_ ? &*metrics_ : nullptr;
   ctx.posfreq = posfreq_.get();
   ctx.summary = summary;

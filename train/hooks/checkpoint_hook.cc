@@ -21,7 +21,22 @@ absl::StatusOr<std::string> CheckpointHook::Save(HookContext& ctx, int64_t step,
   if (last_batch != nullptr) {
     // The saved weights' loss on the last step's first micro-batch: what
     // `longctx eval --batch=last_train` recomputes from this checkpoint.
-    EvalResult r = EvaluateBatch(*ctx.model, *last_batch, *ctx.device_batch);
+    // Under context parallelism each rank of a group takes its share of the
+    // rows (a whole 64K row would need the activations CP exists to split).
+    EvalResult r;
+    if (ctx.context != nullptr) {
+      absl::StatusOr<PackedBatch> shard = ctx.context->Shard(*last_batch);
+      if (!shard.ok()) return shard.status();
+      ctx.model->set_context_attention(ctx.context);
+      r = EvaluateBatch(*ctx.model, *shard, *ctx.device_batch);
+      ctx.model->set_context_attention(nullptr);
+      double sums[2] = {r.loss_sum, static_cast<double>(r.tokens)};
+      if (absl::Status st = ctx.context->SumOverGroup(sums, 2); !st.ok()) return st;
+      r.loss_sum = sums[0];
+      r.tokens = static_cast<int64_t>(sums[1]);
+    } else {
+      r = EvaluateBatch(*ctx.model, *last_batch, *ctx.device_batch);
+    }
     state["checkpoint_batch_loss"] = r.mean();
     state["checkpoint_batch_tokens"] = r.tokens;
     if (batch_loss != nullptr) *batch_loss = r.mean();

@@ -79,6 +79,9 @@ struct HookContext {
   std::string last_checkpoint;   // last checkpoint this run wrote ("" = none yet)
   // The ranks' communicator (checkpoint saves agree on success through it).
   Communicator* comm = nullptr;
+  // Context parallelism (null without): a forward over training rows goes
+  // through it, each rank on its share (checkpoint_hook's batch loss).
+  ContextParallel* context = nullptr;
   // trainer_state.json for a checkpoint at the current step, given the cursor
   // of the last step's batches (the trainer knows its packer and counters).
   std::function<nlohmann::json(const PackerCursor& last_batch_cursor)> state_json;

@@ -74,6 +74,10 @@ class ContextParallel final : public ContextAttentionHook {
   void Backward(int layer, int window, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                 const Tensor& lse, const Tensor& d_o, const Tensor& dq, const Tensor& dk, const Tensor& dv) override;
 
+  // In-place sum over the group's ranks (a loss sum and token count of the
+  // rows' shares).
+  absl::Status SumOverGroup(double* values, int count) { return group_->AllReduceSum(values, count); }
+
   // Traffic since the last TakeTraffic, [0] full layers, [1] sliding-window layers.
   std::vector<ContextTraffic> TakeTraffic();
 
