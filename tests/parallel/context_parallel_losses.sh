@@ -9,7 +9,7 @@
 #   context_parallel_losses.sh "MPIRUN..." LONGCTX_BINARY CONFIG DATA SEQ_LEN STEPS TOL [PATTERN...]
 # PATTERN: rope_full | nope_full | swa_small | swa_large (window 1/4 of a C = 4
 # chunk, resp. 3/4 of the row: inside a chunk and across several); default all.
-# CONTEXT_PARALLEL_ARGS: more flags for every run (--context_parallel_balanced=true).
+# CONTEXT_PARALLEL_ARGS: more flags for every run (--context_parallel_balanced=false: the zig-zag).
 set -u
 mpirun="$1"; bin="$2"; config="$3"; data="$4"; T="$5"; steps="$6"; tol="$7"; shift 7
 patterns=("$@"); [ ${#patterns[@]} -eq 0 ] && patterns=(rope_full swa_small swa_large nope_full)

@@ -169,16 +169,16 @@ TEST(LoadTrainConfig, ContextParallelNeedsRowsCutIntoEqualChunks) {
   auto c = LoadTrainConfig(path, {"context_parallel=0"});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(Message(c.status()), "context_parallel: must be >= 1 (got 0)");
-  c = LoadTrainConfig(path, {"context_parallel=3"});
+  c = LoadTrainConfig(path, {"context_parallel=3", "context_parallel_balanced=false"});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(Message(c.status()),
             "data.seq_len: 32 tokens cannot be cut into 2 x context_parallel = 6 equal chunks; use a multiple of 6 "
             "or another context_parallel");
-  c = LoadTrainConfig(path, {"context_parallel=8", "context_parallel_balanced=true"});
+  c = LoadTrainConfig(path, {"context_parallel=8"});  // balanced, the default: 8 C chunks
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(Message(c.status()), StartsWith("data.seq_len: 32 tokens cannot be cut into 8 x context_parallel = 64"));
-  EXPECT_TRUE(LoadTrainConfig(path, {"context_parallel=16"}).ok());
-  EXPECT_TRUE(LoadTrainConfig(path, {"context_parallel=4", "context_parallel_balanced=true"}).ok());
+  EXPECT_TRUE(LoadTrainConfig(path, {"context_parallel=16", "context_parallel_balanced=false"}).ok());
+  EXPECT_TRUE(LoadTrainConfig(path, {"context_parallel=4"}).ok());
 }
 
 // Accepted silently before: rows longer than the positions the exported
