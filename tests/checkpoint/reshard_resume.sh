@@ -31,14 +31,7 @@ run() {  # run NP OUT ARGS...
 print("  wrote step %d: layout %s, %s, files %s" % (m["step"], l["kind"], m["mode"], " ".join(sorted(f for f in m["files"] if f.endswith(".safetensors")))))' "$out"
 }
 # step -> loss of metrics.jsonl (the last record of a step wins), as "step loss" lines.
-losses() {
-  python3 -c 'import json,sys
-d={}
-for l in open(sys.argv[1]):
-  j=json.loads(l)
-  if j.get("kind")=="train": d[j["step"]]=j["loss"]
-for s in sorted(d): print(s, repr(d[s]))' "$1"
-}
+losses() { python3 "$(dirname "$0")/../support/train_losses.py" "$1"; }
 rows() {
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["tokens_seen"] // int(sys.argv[2]))' "$1" "$2"
 }

@@ -17,14 +17,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 common="--config $config --data.path=$data --threads=1 --force_threads=true --log_every=1 --ckpt_every=0
   --eval_every=0 --steps=$steps --data.seq_len=$T --model.max_position_embeddings=$T --data.batch_size=1
   --tensorboard=false"
-losses() {  # metrics.jsonl -> "step loss" lines
-  python3 -c 'import json,sys
-d={}
-for l in open(sys.argv[1]):
-  j=json.loads(l)
-  if j.get("kind")=="train": d[j["step"]]=j["loss"]
-for s in sorted(d): print(s, repr(d[s]))' "$1"
-}
+losses() { python3 "$(dirname "$0")/../support/train_losses.py" "$1"; }
 verdict=0
 for p in "${patterns[@]}"; do
   case "$p" in

@@ -26,14 +26,7 @@ run() {  # NP CP OUT STEPS
   fi
   grep -h "resumed from" "$3.log" | sed 's/^/  /'
 }
-steps() {  # metrics.jsonl -> "step seq_len rows loss" (the last record of a step wins)
-  python3 -c 'import json,sys
-d={}
-for l in open(sys.argv[1]):
-  j=json.loads(l)
-  if j.get("kind")=="train": d[j["step"]]=(j["seq_len"],j["rows"],j["loss"])
-for s in sorted(d): print(s, d[s][0], d[s][1], repr(d[s][2]))' "$1"
-}
+steps() { python3 tests/support/train_losses.py "$1" --shape; }  # step seq_len rows loss
 compare() {  # NAME REF RUN
   awk -v tol="$tol" -v name="$1" '
     FNR == NR { L[$1] = $2; R[$1] = $3; ref[$1] = $4; nref++; next }

@@ -92,23 +92,28 @@ namespace {
 Tensor RowOf(const Tensor& x, int64_t b, int64_t n) { return x.Rows(b * n, (b + 1) * n); }
 }  // namespace
 
+ContextAttentionArgs ContextParallel::RowArgs(size_t b, int window, const Tensor& q, const Tensor& k,
+                                              const Tensor& v, const Tensor& o, const Tensor& lse) const {
+  const ContextLayout& layout = layouts_[b];
+  const int64_t n = layout.local_tokens(group_->rank());
+  ContextAttentionArgs a;
+  a.rank = group_->rank();
+  a.layout = &layout;
+  a.row_cu_seqlens = row_cu_[b];
+  a.window = window;
+  a.q = RowOf(q, b, n);
+  a.k = RowOf(k, b, n);
+  a.v = RowOf(v, b, n);
+  a.o = RowOf(o, b, n);
+  a.lse = lse.Cols(b * n, (b + 1) * n);
+  return a;
+}
+
 void ContextParallel::Forward(int layer, int window, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& o, const Tensor& lse) {
   for (size_t b = 0; b < row_cu_.size(); ++b) {
-    const ContextLayout& layout = layouts_[b];
-    const int64_t n = layout.local_tokens(group_->rank());
-    const Tensor kb = RowOf(k, b, n), vb = RowOf(v, b, n);
-    absl::Status st = exchange_.Exchange(layout, row_cu_[b], window, kb, vb, /*for_backward=*/false);
-    ContextAttentionArgs a;
-    a.rank = group_->rank();
-    a.layout = &layout;
-    a.row_cu_seqlens = row_cu_[b];
-    a.window = window;
-    a.q = RowOf(q, b, n);
-    a.k = kb;
-    a.v = vb;
-    a.o = RowOf(o, b, n);
-    a.lse = lse.Cols(b * n, (b + 1) * n);
+    const ContextAttentionArgs a = RowArgs(b, window, q, k, v, o, lse);
+    absl::Status st = exchange_.Exchange(*a.layout, a.row_cu_seqlens, window, a.k, a.v, /*for_backward=*/false);
     if (st.ok()) st = attention_.Forward(a, exchange_);
     if (!st.ok()) AbortJob(absl::Status(st.code(), absl::StrCat("layer ", layer, " forward: ", st.message())));
   }
@@ -121,20 +126,10 @@ void ContextParallel::Backward(int layer, int window, const Tensor& q, const Ten
   backend_->Fill(dk, 0.0);
   backend_->Fill(dv, 0.0);
   for (size_t b = 0; b < row_cu_.size(); ++b) {
-    const ContextLayout& layout = layouts_[b];
-    const int64_t n = layout.local_tokens(group_->rank());
-    const Tensor kb = RowOf(k, b, n), vb = RowOf(v, b, n), dkb = RowOf(dk, b, n), dvb = RowOf(dv, b, n);
-    absl::Status st = exchange_.Exchange(layout, row_cu_[b], window, kb, vb, /*for_backward=*/true);
-    ContextAttentionArgs a;
-    a.rank = group_->rank();
-    a.layout = &layout;
-    a.row_cu_seqlens = row_cu_[b];
-    a.window = window;
-    a.q = RowOf(q, b, n);
-    a.k = kb;
-    a.v = vb;
-    a.o = RowOf(o, b, n);
-    a.lse = lse.Cols(b * n, (b + 1) * n);
+    const ContextAttentionArgs a = RowArgs(b, window, q, k, v, o, lse);
+    const int64_t n = a.q.shape[0];
+    const Tensor dkb = RowOf(dk, b, n), dvb = RowOf(dv, b, n);
+    absl::Status st = exchange_.Exchange(*a.layout, a.row_cu_seqlens, window, a.k, a.v, /*for_backward=*/true);
     if (st.ok()) st = attention_.Backward(a, RowOf(d_o, b, n), RowOf(dq, b, n), dkb, dvb, exchange_);
     if (st.ok()) st = exchange_.ReturnGradients(dkb, dvb);
     if (!st.ok()) AbortJob(absl::Status(st.code(), absl::StrCat("layer ", layer, " backward: ", st.message())));

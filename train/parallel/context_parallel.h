@@ -85,6 +85,9 @@ class ContextParallel final : public ContextAttentionHook {
   ContextParallel(Backend* backend, DType dtype, int cp, Split split, std::vector<int32_t> windows,
                   std::unique_ptr<Communicator> group, int data_rank, int data_world);
   void Count(int window);
+  // Row b's share of a layer's tensors (rows of [rows * n, ...], lse's columns).
+  ContextAttentionArgs RowArgs(size_t b, int window, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& o, const Tensor& lse) const;
 
   Backend* backend_;
   int cp_;
