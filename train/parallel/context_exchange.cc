@@ -25,6 +25,13 @@ Tensor RowsAt(const DeviceBuffer& buf, DType dtype, int64_t elems, int64_t rows,
                 {rows, heads, d}, device);
 }
 
+// One round's SendRecv, counted in the step's comm_s (train/parallel/collectives.h).
+absl::Status TimedSendRecv(Communicator& group, const void* send, int64_t send_count, int dest, void* recv,
+                           int64_t recv_count, int source, DType dtype) {
+  const CommTimer timer;
+  return group.SendRecv(send, send_count, dest, recv, recv_count, source, dtype);
+}
+
 void Grow(DeviceBuffer* buf, Backend* be, size_t bytes) {
   if (buf->bytes() < bytes) *buf = DeviceBuffer(be, bytes);
 }
@@ -120,13 +127,10 @@ absl::Status CommKvExchange::Exchange(const ContextLayout& layout, absl::Span<co
     for (const Block* b : in) recv_elems += BlockElements(b->fetch);
     const int64_t recv_at = in.empty() ? 0 : in.front()->offset;
     char* recv_ptr = recv_elems > 0 ? static_cast<char*>(recv_.data()) + recv_at * esz : nullptr;
-    absl::Status st;
-    {
-      const CommTimer timer;  // in the step's comm_s
-      st = group_->SendRecv(send_elems > 0 ? send_.data() : nullptr, send_elems, dest, recv_ptr, recv_elems, src,
-                            dtype_);
-    }
-    if (!st.ok()) return st;
+    if (absl::Status st = TimedSendRecv(*group_, send_elems > 0 ? send_.data() : nullptr, send_elems, dest,
+                                        recv_ptr, recv_elems, src, dtype_);
+        !st.ok())
+      return st;
     kv_sent_ += send_elems * esz;
     kv_received_ += recv_elems * esz;
   }
@@ -182,13 +186,10 @@ absl::Status CommKvExchange::ReturnGradients(const Tensor& dk, const Tensor& dv)
       send_ = DeviceBuffer(backend_, static_cast<size_t>(recv_elems * esz));
       send_capacity_ = static_cast<size_t>(recv_elems * esz);
     }
-    absl::Status st;
-    {
-      const CommTimer timer;
-      st = group_->SendRecv(send_ptr, send_elems, dest, recv_elems > 0 ? send_.data() : nullptr, recv_elems, src,
-                            dtype_);
-    }
-    if (!st.ok()) return st;
+    if (absl::Status st = TimedSendRecv(*group_, send_ptr, send_elems, dest,
+                                        recv_elems > 0 ? send_.data() : nullptr, recv_elems, src, dtype_);
+        !st.ok())
+      return st;
     grad_sent_ += send_elems * esz;
     grad_received_ += recv_elems * esz;
     int64_t at = 0;
